@@ -1,0 +1,37 @@
+// Memory allocators, one per device type, each counting current and peak bytes per device.
+// CPU memory is 64-byte aligned so vector loads never straddle a cache line at a tensor's start.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/device.h"
+
+namespace tessera {
+
+struct MemoryStats {
+  int64_t current_bytes = 0;
+  int64_t peak_bytes = 0;
+  int64_t num_allocs = 0;  // allocations made so far
+};
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* allocate(size_t nbytes, Device device) = 0;
+  virtual void deallocate(void* ptr, size_t nbytes, Device device) noexcept = 0;
+};
+
+// The allocator serving a device type; CUDA's is registered by the CUDA backend when present.
+Allocator& allocator_for(Device device);
+void register_allocator(DeviceType type, Allocator* allocator);
+
+// Byte accounting, shared by every allocator.
+MemoryStats memory_stats(Device device);
+void reset_peak_memory(Device device);
+void record_alloc(Device device, int64_t nbytes);
+void record_free(Device device, int64_t nbytes);
+
+inline constexpr size_t kCpuAlignment = 64;
+
+}  // namespace tessera

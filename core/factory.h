@@ -1,0 +1,43 @@
+// Tensor factories: empty, zeros, ones, full, arange, from host data, and random draws (counter
+// based, see generator.h).
+#pragma once
+
+#include <vector>
+
+#include "core/generator.h"
+#include "core/tensor.h"
+
+namespace tessera {
+
+struct TensorOptions {
+  DType dtype = DType::f32;
+  Device device = kCPU;
+  bool requires_grad = false;
+};
+
+Tensor empty(const Shape& shape, const TensorOptions& opts = {});
+Tensor zeros(const Shape& shape, const TensorOptions& opts = {});
+Tensor ones(const Shape& shape, const TensorOptions& opts = {});
+Tensor full(const Shape& shape, double value, const TensorOptions& opts = {});
+Tensor scalar_tensor(double value, const TensorOptions& opts = {});
+// [start, end) in steps of `step`; dtype from opts.
+Tensor arange(double start, double end, double step = 1.0, const TensorOptions& opts = {.dtype = DType::i64});
+Tensor empty_like(const Tensor& t);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+
+// Copies host values into a new tensor of dtype_of<T> (converted to opts.dtype if it differs).
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape, const TensorOptions& opts = {});
+Tensor from_vector(const std::vector<float>& values, const Shape& shape, const TensorOptions& opts = {});
+
+// Random draws. The value at flat index i depends only on (generator seed, offset, i).
+Tensor randn(const Shape& shape, const TensorOptions& opts = {}, Generator* gen = nullptr);
+Tensor rand(const Shape& shape, const TensorOptions& opts = {}, Generator* gen = nullptr);
+Tensor randint(int64_t low, int64_t high, const Shape& shape,
+               const TensorOptions& opts = {.dtype = DType::i64}, Generator* gen = nullptr);
+// Draw into an existing tensor: normal(mean, std) or uniform [low, high).
+void normal_(const Tensor& t, double mean, double std, Generator* gen = nullptr);
+void uniform_(const Tensor& t, double low, double high, Generator* gen = nullptr);
+
+}  // namespace tessera
