@@ -1,0 +1,111 @@
+// Graph nodes of reverse-mode autograd. Each differentiable op that saw an input requiring grad
+// creates one Node holding what its backward needs; the node's next_edges point at the nodes that
+// produced its inputs (or at AccumulateGrad for leaves). Writing an op:
+//
+//   struct MulBackward final : Node {
+//     SavedTensor a, b;
+//     std::string name() const override { return "MulBackward"; }
+//     std::vector<Tensor> apply(std::vector<Tensor>&& grads) override { ... one per input ... }
+//     void release_saved() override { a.reset(); b.reset(); }
+//   };
+//   Tensor out = ...forward from kernels...;
+//   if (auto node = make_node<MulBackward>({&a, &b})) { node->a = SavedTensor(a); ...;
+//     set_history(out, node); }
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace tessera::autograd {
+
+class Node;
+
+// Where a gradient goes: input `input_nr` of node `fn` (the output index it came from).
+struct Edge {
+  std::shared_ptr<Node> fn;
+  uint32_t input_nr = 0;
+  bool valid() const { return fn != nullptr; }
+};
+
+class Node : public std::enable_shared_from_this<Node> {
+ public:
+  Node();
+  virtual ~Node() = default;
+  virtual std::string name() const = 0;
+  // grads[i]: gradient w.r.t. this node's output i (undefined when none flowed there).
+  // Returns one gradient per next_edges entry (undefined where not needed).
+  virtual std::vector<Tensor> apply(std::vector<Tensor>&& grads) = 0;
+  // Frees saved tensors once backward has used them (unless retain_graph).
+  virtual void release_saved() {}
+  // How many outputs the forward produced (grads.size() in apply).
+  virtual uint32_t num_outputs() const { return 1; }
+
+  bool needs_input_grad(size_t i) const { return i < next_edges.size() && next_edges[i].valid(); }
+
+  std::vector<Edge> next_edges;  // one per differentiable input, in the forward's order
+  uint64_t sequence_nr;          // creation order: later nodes run first among ready ones
+};
+
+// A tensor kept for backward, with the version it had when saved: unpacking it after an in-place
+// change throws "[op] a tensor saved for backward was modified in place".
+class SavedTensor {
+ public:
+  SavedTensor() = default;
+  explicit SavedTensor(const Tensor& t);
+  // The saved tensor (no history attached); throws if it was modified in place or already freed.
+  Tensor unpack(const std::string& op) const;
+  void reset() {
+    data_ = Tensor();
+    released_ = true;
+  }
+  bool defined() const { return data_.defined(); }
+
+ private:
+  Tensor data_;
+  uint64_t version_ = 0;
+  bool released_ = false;
+};
+
+// The gradient sink of a leaf tensor: accumulates into leaf.grad() and fires its grad-ready hooks.
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(Tensor leaf) : leaf_(std::move(leaf)) {}
+  std::string name() const override { return "AccumulateGrad"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
+  const Tensor& leaf() const { return leaf_; }
+
+ private:
+  Tensor leaf_;
+};
+
+// The edge a gradient for `t` should follow: its grad_fn, its leaf accumulator, or none.
+Edge gradient_edge(const Tensor& t);
+// True when grad mode is on and any defined input requires grad.
+bool any_requires_grad(std::initializer_list<const Tensor*> inputs);
+bool any_requires_grad(const std::vector<Tensor>& inputs);
+
+// Creates a node of type N wired to `inputs` when any_requires_grad(inputs); else returns null.
+template <typename N, typename... Args>
+std::shared_ptr<N> make_node(std::initializer_list<const Tensor*> inputs, Args&&... args) {
+  if (!any_requires_grad(inputs)) return nullptr;
+  auto node = std::make_shared<N>(std::forward<Args>(args)...);
+  for (const Tensor* t : inputs) node->next_edges.push_back(t && t->defined() ? gradient_edge(*t) : Edge{});
+  return node;
+}
+template <typename N, typename... Args>
+std::shared_ptr<N> make_node_v(const std::vector<Tensor>& inputs, Args&&... args) {
+  if (!any_requires_grad(inputs)) return nullptr;
+  auto node = std::make_shared<N>(std::forward<Args>(args)...);
+  for (const Tensor& t : inputs) node->next_edges.push_back(t.defined() ? gradient_edge(t) : Edge{});
+  return node;
+}
+
+// Makes `out` output `output_nr` of `node` (no-op when node is null).
+void set_history(const Tensor& out, const std::shared_ptr<Node>& node, uint32_t output_nr = 0);
+
+}  // namespace tessera::autograd
