@@ -11,7 +11,7 @@ namespace tessera::autograd {
 
 struct BackwardOptions {
   bool retain_graph = false;
-  bool create_graph = false;  // record the backward itself (higher-order gradients)
+  bool create_graph = false;  // record the backward itself (higher-order gradients); implies retain_graph
 };
 
 // Gradients of `roots` (scalar roots may pass an undefined grad, meaning 1).

@@ -53,20 +53,31 @@ class Node : public std::enable_shared_from_this<Node> {
 
 // A tensor kept for backward, with the version it had when saved: unpacking it after an in-place
 // change throws "[op] a tensor saved for backward was modified in place".
+// Unpacking gives the saved data with its autograd identity (a leaf unpacks as itself, a non-leaf
+// with its grad_fn), so backward formulas built from ops record a graph under create_graph.
+// Save a node's own OUTPUT with is_output = true, after set_history: it then refers to its node
+// weakly (no reference cycle node -> output -> node).
 class SavedTensor {
  public:
   SavedTensor() = default;
-  explicit SavedTensor(const Tensor& t);
-  // The saved tensor (no history attached); throws if it was modified in place or already freed.
+  explicit SavedTensor(const Tensor& t, bool is_output = false);
+  // The saved tensor; throws if it was modified in place or already freed.
   Tensor unpack(const std::string& op) const;
   void reset() {
     data_ = Tensor();
+    leaf_ = Tensor();
+    grad_fn_.reset();
+    weak_grad_fn_.reset();
     released_ = true;
   }
   bool defined() const { return data_.defined(); }
 
  private:
-  Tensor data_;
+  Tensor data_;                        // detached handle on the saved storage
+  Tensor leaf_;                        // the tensor itself when it is a leaf requiring grad
+  std::shared_ptr<Node> grad_fn_;      // history of a saved input
+  std::weak_ptr<Node> weak_grad_fn_;   // history of a saved output
+  uint32_t output_nr_ = 0;
   uint64_t version_ = 0;
   bool released_ = false;
 };
@@ -74,7 +85,7 @@ class SavedTensor {
 // The gradient sink of a leaf tensor: accumulates into leaf.grad() and fires its grad-ready hooks.
 class AccumulateGrad final : public Node {
  public:
-  explicit AccumulateGrad(Tensor leaf) : leaf_(std::move(leaf)) {}
+  explicit AccumulateGrad(Tensor leaf);
   std::string name() const override { return "AccumulateGrad"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
   const Tensor& leaf() const { return leaf_; }

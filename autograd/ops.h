@@ -68,6 +68,9 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi);
 
 // In place (bump the version counter; refused on a leaf that requires grad while grad mode is on).
+// When self or other requires grad, the updated self becomes the output of a new node chained to
+// self's old history. Views are not tracked: an in-place change through a view is not seen by the
+// history of the tensor it views (saved copies of it still fail their version check).
 const Tensor& add_(const Tensor& self, const Tensor& other, double alpha = 1.0);
 const Tensor& mul_(const Tensor& self, double value);
 
@@ -149,10 +152,10 @@ struct CrossEntropyOptions {
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEntropyOptions& opts = {});
 
 struct AttentionArgs {
-  Tensor key_padding_mask;  // (B, S) bool, true = attend; undefined for none
+  Tensor key_padding_mask{};  // (B, S) bool, true = attend; undefined for none
   bool causal = false;
   double dropout_p = 0.0;
-  std::optional<double> scale;  // default 1/sqrt(D)
+  std::optional<double> scale{};  // default 1/sqrt(D)
   Generator* gen = nullptr;
 };
 // q (B, H, T, D), k, v (B, H, S, D) -> (B, H, T, D), fused (kernels::attention_forward).
@@ -162,7 +165,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // ---------------------------------------------------------------- autograd utilities
 // Runs fn(inputs) without keeping its intermediate activations; backward recomputes them
 // (activation checkpointing). Same gradients as calling fn directly. Random ops inside replay the
-// same numbers (generator state is restored for the recompute).
+// same numbers (the default generator's state is restored for the recompute). Recorded whenever
+// grad mode is on, even if no input requires grad, so parameters fn uses get their .grad (the
+// recompute runs a nested backward into them). No higher-order gradients through a checkpoint.
 std::vector<Tensor> checkpoint(const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
                                const std::vector<Tensor>& inputs);
 

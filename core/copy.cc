@@ -65,6 +65,7 @@ void fill_tensor(const Tensor& dst, double value) {
     TS_CHECK(g_device_fill != nullptr, "fill", "CUDA is not available (fill on ", dst.device().str(), ")");
     return g_device_fill(dst, value);
   }
+  if (dst.numel() == 0) return;
   StridedLoop<1> loop(dst.shape(), {dst.strides()});
   const int64_t row = loop.row_size();
   const int64_t rs = loop.row_strides()[0];

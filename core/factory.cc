@@ -78,6 +78,18 @@ Tensor from_vector(const std::vector<float>& values, const Shape& shape, const T
   return from_vector<float>(values, shape, opts);
 }
 
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device device) {
+  DType t = std::is_same_v<T, double> ? DType::f32 : dtype_of<std::conditional_t<std::is_same_v<T, double>, float, T>>;
+  return from_vector(values, shape, TensorOptions{.dtype = t, .device = device});
+}
+
+template Tensor from_vector<float>(const std::vector<float>&, const Shape&, Device);
+template Tensor from_vector<float>(const std::vector<float>&, const Shape&, const TensorOptions&);
+template Tensor from_vector<double>(const std::vector<double>&, const Shape&, Device);
+template Tensor from_vector<int32_t>(const std::vector<int32_t>&, const Shape&, Device);
+template Tensor from_vector<int64_t>(const std::vector<int64_t>&, const Shape&, Device);
+template Tensor from_vector<bool>(const std::vector<bool>&, const Shape&, Device);
 template Tensor from_vector<double>(const std::vector<double>&, const Shape&, const TensorOptions&);
 template Tensor from_vector<int32_t>(const std::vector<int32_t>&, const Shape&, const TensorOptions&);
 template Tensor from_vector<int64_t>(const std::vector<int64_t>&, const Shape&, const TensorOptions&);

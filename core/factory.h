@@ -26,9 +26,12 @@ Tensor empty_like(const Tensor& t);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 
-// Copies host values into a new tensor of dtype_of<T> (converted to opts.dtype if it differs).
+// Copies host values into a new tensor of dtype_of<T> (double gives f32) on `device`.
 template <typename T>
-Tensor from_vector(const std::vector<T>& values, const Shape& shape, const TensorOptions& opts = {});
+Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device device = kCPU);
+// The same, converted to opts.dtype.
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape, const TensorOptions& opts);
 Tensor from_vector(const std::vector<float>& values, const Shape& shape, const TensorOptions& opts = {});
 
 // Random draws. The value at flat index i depends only on (generator seed, offset, i).

@@ -122,6 +122,8 @@ struct AutogradMeta {
   std::shared_ptr<autograd::Node> grad_fn;
   uint32_t output_nr = 0;
   std::vector<GradReadyHook> grad_ready_hooks;
+  // A leaf's AccumulateGrad, shared by every op that uses the leaf while a graph holds it.
+  std::weak_ptr<autograd::Node> grad_accumulator;
 };
 
 struct TensorImpl {

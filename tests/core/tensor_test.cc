@@ -93,3 +93,16 @@ TEST_CASE("printing abbreviates like PyTorch", "[core]") {
   Tensor big = zeros({2000}, {.dtype = DType::i64});
   REQUIRE(big.to_string().find("0, 0, 0, ..., 0, 0, 0]") != std::string::npos);
 }
+
+TEST_CASE("factories keep the element type and accept empty shapes", "[core]") {
+  REQUIRE(from_vector<int64_t>({1, 2, 3}, {3}).dtype() == DType::i64);
+  REQUIRE(from_vector<int32_t>({1, 2}, {2}).dtype() == DType::i32);
+  REQUIRE(from_vector<bool>({true, false}, {2}).dtype() == DType::b8);
+  REQUIRE(from_vector<double>({0.5}, {1}).dtype() == DType::f32);
+  REQUIRE(from_vector<int64_t>({7}, {1}, {.dtype = DType::f32}).dtype() == DType::f32);
+  Tensor z = zeros({0, 3});
+  REQUIRE(z.numel() == 0);
+  REQUIRE(z.clone().shape() == Shape{0, 3});
+  REQUIRE(arange(0, 0).numel() == 0);
+  REQUIRE_THROWS_WITH(from_vector<float>({1, 2}, {3}), Catch::Contains("[from_vector] expected 3 values"));
+}

@@ -1,0 +1,12 @@
+// CPU Adam / AdamW update, in place (see kernels/kernels.h and kernels/adam_math.h).
+#pragma once
+
+#include "core/tensor.h"
+#include "kernels/kernels.h"
+
+namespace tessera::kernels::cpu {
+
+void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                 const AdamStep& step);
+
+}  // namespace tessera::kernels::cpu

@@ -1,0 +1,90 @@
+// AVX-512 SGEMM micro-kernel. The file is compiled at the x86-64-v3 baseline like everything else,
+// so its functions carry a target attribute and are only called when cpu_has_avx512() is true.
+#include <immintrin.h>
+
+#include "kernels/cpu/gemm_microkernel.h"
+
+#define TS_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
+
+namespace tessera::kernels::cpu::detail {
+namespace {
+
+// Tile of kMr rows x kNv zmm vectors (16 floats each): kMr * kNv accumulators stay in registers
+// and every B vector loaded is reused kMr times, every broadcast A value kNv times.
+constexpr int kMr = 8;
+constexpr int kNv = 3;
+constexpr int kNr = 16 * kNv;
+
+TS_TARGET_AVX512 inline __mmask16 column_mask(int n, int vector) {
+  const int left = n - 16 * vector;
+  if (left >= 16) return 0xFFFF;
+  if (left <= 0) return 0;
+  return static_cast<__mmask16>((1u << left) - 1);
+}
+
+TS_TARGET_AVX512 void micro_kernel(int64_t kc, const float* a_panel, const float* b_panel,
+                                   float* c, int64_t ldc, float alpha, float beta, int m, int n) {
+  // Warm the C tile while the k loop runs; it is read (or written) only at the end.
+#pragma GCC unroll 16
+  for (int i = 0; i < kMr; ++i) {
+    if (i < m) {
+      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + kNr - 1), _MM_HINT_T0);
+    }
+  }
+
+  __m512 acc[kMr][kNv];
+#pragma GCC unroll 16
+  for (int i = 0; i < kMr; ++i) {
+#pragma GCC unroll 4
+    for (int v = 0; v < kNv; ++v) acc[i][v] = _mm512_setzero_ps();
+  }
+
+  const float* a = a_panel;  // (kc, kMr)
+  const float* b = b_panel;  // (kc, kNr)
+#pragma GCC unroll 2
+  for (int64_t k = 0; k < kc; ++k) {
+    __m512 bv[kNv];
+#pragma GCC unroll 4
+    for (int v = 0; v < kNv; ++v) bv[v] = _mm512_load_ps(b + 16 * v);
+#pragma GCC unroll 16
+    for (int i = 0; i < kMr; ++i) {
+      const __m512 av = _mm512_set1_ps(a[i]);
+#pragma GCC unroll 4
+      for (int v = 0; v < kNv; ++v) acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
+    }
+    a += kMr;
+    b += kNr;
+  }
+
+  // Masked loads and stores handle the ragged right edge; rows past m are skipped.
+  __mmask16 masks[kNv];
+#pragma GCC unroll 4
+  for (int v = 0; v < kNv; ++v) masks[v] = column_mask(n, v);
+  const __m512 alpha_v = _mm512_set1_ps(alpha);
+  const __m512 beta_v = _mm512_set1_ps(beta);
+#pragma GCC unroll 16
+  for (int i = 0; i < kMr; ++i) {
+    if (i >= m) break;
+    float* c_row = c + i * ldc;
+#pragma GCC unroll 4
+    for (int v = 0; v < kNv; ++v) {
+      __m512 r = _mm512_mul_ps(acc[i][v], alpha_v);
+      // beta == 0 must not read C: 0 * NaN would leak NaN into the result.
+      if (beta != 0.0f) {
+        r = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(masks[v], c_row + 16 * v), beta_v, r);
+      }
+      _mm512_mask_storeu_ps(c_row + 16 * v, masks[v], r);
+    }
+  }
+}
+
+}  // namespace
+
+GemmKernel gemm_kernel_avx512() {
+  // kc * kMr * 4 B = 8 KiB A panel in L1; kc * nc * 4 B = 384 KiB B block in a 1-2 MiB L2.
+  // 8 x 48 tiles divide the GPT-2 sizes (256, 768, 2304, 3072) exactly, so no padded work.
+  return GemmKernel{"avx512", kMr, kNr, /*kc=*/256, /*mc=*/1024, /*nc=*/384, &micro_kernel};
+}
+
+}  // namespace tessera::kernels::cpu::detail

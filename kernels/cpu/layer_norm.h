@@ -1,0 +1,14 @@
+// CPU layer norm over the last dim, forward and backward (see kernels/kernels.h for the contract).
+#pragma once
+
+#include "core/tensor.h"
+
+namespace tessera::kernels::cpu {
+
+void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
+                const Tensor& mean, const Tensor& rstd);
+void layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                         const Tensor& rstd, const Tensor& grad_x, const Tensor& grad_weight,
+                         const Tensor& grad_bias);
+
+}  // namespace tessera::kernels::cpu
