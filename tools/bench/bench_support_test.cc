@@ -1,0 +1,179 @@
+// Tests for the bench's case list, work counts, table layout, timing protocol and the PyTorch
+// peer's JSON protocol (and the peer script itself, when PyTorch is installed).
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <set>
+#include <string>
+
+#include "core/error.h"
+#include "tools/bench/cases.h"
+#include "tools/bench/table.h"
+#include "tools/bench/timer.h"
+#include "tools/bench/torch_peer_client.h"
+
+using namespace tessera::bench;
+
+TEST_CASE("gpt2_cases covers every op at both sizes with unique ids") {
+  const auto cases = gpt2_cases();
+  std::multiset<std::string> ops;
+  std::set<int> ids;
+  for (const auto& c : cases) {
+    ops.insert(c.op);
+    ids.insert(c.id);
+    CHECK(c.work > 0.0);
+  }
+  CHECK(ids.size() == cases.size());
+  CHECK(ops.count("linear") == 8);
+  for (const char* op : {"layer_norm", "layer_norm_bwd", "softmax", "softmax_bwd", "gelu_tanh",
+                         "gelu_tanh_bwd", "attention", "attention_fwd_bwd"}) {
+    CHECK(ops.count(op) == 2);
+  }
+}
+
+TEST_CASE("work counts: GEMM flops, causal attention flops, memory-bound bytes") {
+  const auto cases = gpt2_cases();
+  auto find = [&](const std::string& op, const std::vector<int64_t>& dims) {
+    for (const auto& c : cases)
+      if (c.op == op && c.dims == dims) return c;
+    FAIL("no case " << op);
+    return BenchCase{};
+  };
+  const BenchCase fc = find("linear", {1024, 768, 3072});
+  CHECK(fc.metric == Metric::gflops);
+  CHECK(fc.work == 2.0 * 1024 * 768 * 3072);
+  CHECK(fc.shape == "(1024, 768) -> (1024, 3072)");
+
+  const BenchCase attn = find("attention", {1, 12, 1024, 64});
+  CHECK(attn.work == 4.0 * 12 * 1024 * 1024 * 64 / 2);
+  CHECK(find("attention_fwd_bwd", {1, 12, 1024, 64}).work == 3.5 * attn.work);
+  CHECK(find("attention", {4, 12, 256, 64}).shape == "B4 H12 T256 D64 causal");
+
+  const BenchCase sm = find("softmax", {4 * 12 * 256, 256});
+  CHECK(sm.metric == Metric::gbps);
+  CHECK(sm.work == 4.0 * 2 * 4 * 12 * 256 * 256);
+  CHECK(find("gelu_tanh_bwd", {256, 3072}).work == 4.0 * 3 * 256 * 3072);
+  CHECK(find("layer_norm", {256, 768}).work == 4.0 * (2 * 256 * 768 + 2 * 768 + 2 * 256));
+
+  // 1 GFLOP in 0.5 s is 2 GFLOP/s.
+  BenchCase one_gflop;
+  one_gflop.work = 1e9;
+  CHECK(throughput(one_gflop, 0.5) == Approx(2.0));
+  CHECK(throughput(one_gflop, 0.0) == 0.0);
+  CHECK(std::string(metric_unit(Metric::gbps)) == "GB/s");
+}
+
+TEST_CASE("filter_cases matches op names and shapes") {
+  const auto all = gpt2_cases();
+  const auto ln = filter_cases(all, "layer_norm");
+  REQUIRE(ln.size() == 4);
+  for (const auto& c : ln) CHECK(c.op.rfind("layer_norm", 0) == 0);
+  CHECK(filter_cases(all, "T1024").size() == 2);          // attention fwd and fwd+bwd
+  CHECK(filter_cases(all, "-> (256, 768)").size() == 2);  // 768->768 and 3072->768 at 256 tokens
+  CHECK(filter_cases(all, "").size() == all.size());
+  CHECK(filter_cases(all, "nothing like this").empty());
+  // Ids survive filtering, so the peer's answers still line up.
+  CHECK(ln.front().id == all[ln.front().id].id);
+}
+
+TEST_CASE("cases_to_json lists id, op and dims") {
+  const auto cases = filter_cases(gpt2_cases(), "gelu_tanh_bwd");
+  const std::string json = cases_to_json(cases);
+  CHECK(json.find("\"op\":\"gelu_tanh_bwd\"") != std::string::npos);
+  CHECK(json.find("\"dims\":[256,3072]") != std::string::npos);
+  CHECK(json.find("\"id\":" + std::to_string(cases[0].id)) != std::string::npos);
+}
+
+TEST_CASE("Table pads columns and marks right alignment") {
+  Table t({"op", "GB/s"});
+  t.align_right(1);
+  t.add_row({"layer_norm", "12.5"});
+  t.add_row({"gelu", "1234"});
+  CHECK(t.rows() == 2);
+  CHECK(t.render() ==
+        "| op         | GB/s |\n"
+        "| ---------- | ---: |\n"
+        "| layer_norm | 12.5 |\n"
+        "| gelu       | 1234 |\n");
+  CHECK_THROWS_AS(t.add_row({"only one"}), tessera::ValueError);
+  CHECK_THROWS_AS(t.align_right(2), tessera::ValueError);
+}
+
+TEST_CASE("format_number: at least three significant digits, no decimals from 1000") {
+  CHECK(format_number(12.345, 2) == "12.35");
+  CHECK(format_number(17.46, 1) == "17.5");
+  CHECK(format_number(5.5, 1) == "5.50");
+  CHECK(format_number(0.5, 1) == "0.500");
+  CHECK(format_number(1234.56, 1) == "1235");
+  CHECK(format_number(0.01234, 1) == "0.0123");
+  CHECK(format_number(0.0, 1) == "0.0");
+}
+
+TEST_CASE("median_seconds runs warm-up plus at least min_reps calls") {
+  int calls = 0;
+  TimingOptions t{3, 0.0, 7, 100};
+  const double s = median_seconds([&] { ++calls; }, t);
+  CHECK(calls == 3 + 7);
+  CHECK(s >= 0.0);
+  calls = 0;
+  TimingOptions capped{0, 10.0, 1, 4};  // the time budget is never met: max_reps stops it
+  median_seconds([&] { ++calls; }, capped);
+  CHECK(calls == 4);
+}
+
+TEST_CASE("parse_peer_output reads results, errors and garbage") {
+  const PeerResult ok = parse_peer_output(
+      "some warning\n{\"torch_version\": \"1.13.1\", \"threads\": 2, \"blas\": "
+      "\"openblas-openmp\", "
+      "\"results\": [{\"id\": 3, \"seconds\": 0.25}, {\"id\": 7, \"seconds\": 1e-3}]}\n");
+  REQUIRE(ok.available);
+  CHECK(ok.torch_version == "1.13.1");
+  CHECK(ok.threads == 2);
+  CHECK(ok.blas == "openblas-openmp");
+  REQUIRE(ok.seconds.size() == 2);
+  CHECK(ok.seconds.at(3) == 0.25);
+  CHECK(ok.seconds.at(7) == 1e-3);
+
+  const PeerResult missing = parse_peer_output("{\"error\": \"No module named 'torch'\"}\n");
+  CHECK_FALSE(missing.available);
+  CHECK(missing.reason == "No module named 'torch'");
+
+  const PeerResult garbage = parse_peer_output("Traceback (most recent call last):\n  oops\n");
+  CHECK_FALSE(garbage.available);
+  CHECK(garbage.reason.find("not JSON") != std::string::npos);
+  CHECK_FALSE(parse_peer_output("").available);
+  CHECK_FALSE(parse_peer_output("{\"threads\": 2}").available);
+}
+
+TEST_CASE("run_torch_peer reports a missing interpreter or script as unavailable") {
+  const auto cases = filter_cases(gpt2_cases(), "layer_norm");
+  PeerOptions po;
+  po.python = "/nonexistent/python3";
+  po.script = "/nonexistent/torch_peer.py";
+  const PeerResult no_python = run_torch_peer(cases, po);
+  CHECK_FALSE(no_python.available);
+  CHECK(no_python.reason.find("/nonexistent/python3") != std::string::npos);
+  po.python = "/bin/sh";
+  const PeerResult no_script = run_torch_peer(cases, po);
+  CHECK_FALSE(no_script.available);
+  CHECK(no_script.reason.find("torch_peer.py not found") != std::string::npos);
+}
+
+TEST_CASE("torch_peer.py times the layer-norm cases (or says why it cannot)") {
+  PeerOptions po;
+  po.script = find_peer_script("");
+  REQUIRE_FALSE(po.script.empty());  // a data dependency of this test
+  po.threads = 1;
+  po.timing = quick_timing();
+  const auto cases = filter_cases(gpt2_cases(), "layer_norm (256");
+  REQUIRE(cases.size() == 1);
+  const PeerResult r = run_torch_peer(cases, po);
+  if (!r.available) {
+    WARN("PyTorch peer unavailable: " << r.reason);
+    CHECK_FALSE(r.reason.empty());
+    return;
+  }
+  CHECK(r.threads == 1);
+  REQUIRE(r.seconds.count(cases[0].id) == 1);
+  CHECK(r.seconds.at(cases[0].id) > 0.0);
+  CHECK(r.seconds.at(cases[0].id) < 1.0);  // 0.8 MB of layer norm
+}

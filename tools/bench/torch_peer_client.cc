@@ -1,0 +1,149 @@
+// Spawning the PyTorch peer: spec file out, JSON in, with OpenBLAS free to pick its best kernels.
+#include "tools/bench/torch_peer_client.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace tessera::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
+}
+
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// Writes the case list to a private temporary file; removed by the destructor.
+class SpecFile {
+ public:
+  explicit SpecFile(const std::string& json) {
+    std::string tmpl = (fs::temp_directory_path() / "tessera_bench_spec_XXXXXX").string();
+    const int fd = mkstemp(tmpl.data());
+    if (fd < 0) return;
+    ::close(fd);
+    path_ = tmpl;
+    std::ofstream(path_) << json;
+  }
+  ~SpecFile() {
+    if (!path_.empty()) std::remove(path_.c_str());
+  }
+  SpecFile(const SpecFile&) = delete;
+  SpecFile& operator=(const SpecFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace
+
+PeerResult parse_peer_output(const std::string& text) {
+  PeerResult r;
+  // The JSON object is the last line; anything before it is stray library chatter.
+  const size_t start = text.rfind("\n{");
+  const std::string json_text = start == std::string::npos ? text : text.substr(start + 1);
+  const nlohmann::json j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    r.reason = text.empty() ? "the peer printed nothing"
+                            : "the peer's output is not JSON: " + text.substr(0, 200);
+    return r;
+  }
+  if (j.contains("error")) {
+    r.reason = j["error"].is_string() ? j["error"].get<std::string>() : j["error"].dump();
+    return r;
+  }
+  if (!j.contains("results") || !j["results"].is_array()) {
+    r.reason = "the peer's JSON has no \"results\" list";
+    return r;
+  }
+  r.torch_version = j.value("torch_version", "?");
+  r.blas = j.value("blas", "?");
+  r.threads = j.value("threads", 0);
+  for (const auto& item : j["results"]) {
+    if (!item.contains("id") || !item.contains("seconds")) continue;
+    r.seconds[item["id"].get<int>()] = item["seconds"].get<double>();
+  }
+  r.available = true;
+  return r;
+}
+
+PeerResult run_torch_peer(const std::vector<BenchCase>& cases, const PeerOptions& opts) {
+  PeerResult r;
+  if (!fs::exists(opts.python)) {
+    r.reason = opts.python + " not found";
+    return r;
+  }
+  if (opts.script.empty() || !fs::exists(opts.script)) {
+    r.reason = "torch_peer.py not found" + (opts.script.empty() ? "" : " at " + opts.script);
+    return r;
+  }
+  SpecFile spec(cases_to_json(cases));
+  if (spec.path().empty()) {
+    r.reason = "could not create a temporary spec file";
+    return r;
+  }
+  const TimingOptions& t = opts.timing;
+  // OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (set on this machine kind) force OpenBLAS's AVX2 kernels:
+  // unset them so the peer runs what a user's PyTorch would.
+  const std::string threads = std::to_string(opts.threads);
+  const std::string cmd =
+      "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=" + threads + " " +
+      shell_quote(opts.python) + " " + shell_quote(opts.script) + " --spec " +
+      shell_quote(spec.path()) + " --threads " + threads + " --warmup " + std::to_string(t.warmup) +
+      " --min-seconds " + std::to_string(t.min_seconds) + " --min-reps " +
+      std::to_string(t.min_reps) + " --max-reps " + std::to_string(t.max_reps);
+  std::fflush(stdout);
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (!pipe) {
+    r.reason = "could not start " + opts.python;
+    return r;
+  }
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
+  const int status = ::pclose(pipe);
+  r = parse_peer_output(out);
+  if (!r.available && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
+    r.reason = "the peer exited with status " +
+               std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + " (" + r.reason + ")";
+  }
+  return r;
+}
+
+std::string find_peer_script(const std::string& argv0) {
+  const std::string rel = "tessera/tools/bench/torch_peer.py";
+  std::vector<fs::path> candidates;
+  for (const char* env : {"RUNFILES_DIR", "TEST_SRCDIR"}) {
+    if (const std::string dir = env_or_empty(env); !dir.empty())
+      candidates.push_back(fs::path(dir) / rel);
+  }
+  if (!argv0.empty()) {
+    candidates.push_back(fs::path(argv0 + ".runfiles") / rel);
+    candidates.push_back(fs::path(argv0).parent_path() / "torch_peer.py");
+  }
+  if (const std::string ws = env_or_empty("BUILD_WORKSPACE_DIRECTORY"); !ws.empty()) {
+    candidates.push_back(fs::path(ws) / "tools/bench/torch_peer.py");
+  }
+  candidates.push_back("tools/bench/torch_peer.py");
+  for (const fs::path& p : candidates) {
+    std::error_code ec;
+    if (fs::is_regular_file(p, ec)) return fs::absolute(p, ec).string();
+  }
+  return "";
+}
+
+}  // namespace tessera::bench

@@ -1,0 +1,39 @@
+// Runs tools/bench/torch_peer.py (PyTorch eager on the CPU) on the same cases and reads its
+// JSON answer, so Tessera and PyTorch are measured in the same run on the same machine state.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tools/bench/cases.h"
+#include "tools/bench/timer.h"
+
+namespace tessera::bench {
+
+struct PeerOptions {
+  std::string python = "/usr/bin/python3";  // Debian's interpreter, the one that sees python3-torch
+  std::string script;                       // torch_peer.py; find_peer_script() when empty
+  int threads = 1;
+  TimingOptions timing;
+};
+
+struct PeerResult {
+  bool available = false;
+  std::string reason;  // why not, when !available
+  std::string torch_version, blas;
+  int threads = 0;
+  std::map<int, double> seconds;  // case id -> median seconds
+};
+
+// Never throws: a missing interpreter, script or torch gives available == false and a reason.
+PeerResult run_torch_peer(const std::vector<BenchCase>& cases, const PeerOptions& opts);
+
+// Parses the script's stdout (one JSON object; {"error": ...} when torch is missing).
+PeerResult parse_peer_output(const std::string& text);
+
+// torch_peer.py beside the binary: in its Bazel runfiles, next to it, or in the source tree
+// (bazel run sets BUILD_WORKSPACE_DIRECTORY). Empty when not found.
+std::string find_peer_script(const std::string& argv0);
+
+}  // namespace tessera::bench
