@@ -1,0 +1,125 @@
+// The Communicator interface: a group of ranks (rank, size, split) with asynchronous collectives
+// and point-to-point transfers over a backend (MPI for CPU tensors, NCCL for CUDA tensors).
+// Validation and byte counting happen here, once, for every backend.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "parallel/comm/comm_types.h"
+
+namespace tessera::parallel {
+
+// A started operation. wait() blocks until it is done (and its result is in the caller's tensors);
+// a wait that exceeds the communicator's timeout ends the whole job (see Communicator::timeout_s).
+class Work {
+ public:
+  virtual ~Work() = default;
+  virtual void wait() = 0;
+  virtual bool is_completed() = 0;
+};
+using WorkPtr = std::shared_ptr<Work>;
+
+// Waits for several works as one (batched send/recv).
+class WorkList : public Work {
+ public:
+  explicit WorkList(std::vector<WorkPtr> works) : works_(std::move(works)) {}
+  void wait() override;
+  bool is_completed() override;
+
+ private:
+  std::vector<WorkPtr> works_;
+};
+
+// One transfer of a batch: send `tensor` to `peer`, or receive into it from `peer`.
+struct P2POp {
+  enum class Kind : uint8_t { send, recv };
+  Kind kind = Kind::send;
+  Tensor tensor;
+  int peer = 0;
+  int tag = 0;
+};
+
+// Collectives run on the group's ranks; every rank of the group must call them in the same order
+// with matching shapes and dtypes. Tensors must be contiguous, on the backend's device type, and
+// the inputs of reduce_scatter / all_gather / all_to_all must not overlap their outputs. Writes
+// happen in place: a tensor handed to an unfinished Work must not be read or written until wait().
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // The group's name in messages ("world", "data", "2d_row", ...).
+  const std::string& name() const { return name_; }
+  // "mpi" or "nccl".
+  virtual const char* backend() const = 0;
+  // The device type whose tensors this backend moves.
+  virtual DeviceType device_type() const = 0;
+
+  // t = op over ranks of t. avg needs a floating dtype. On bool tensors sum and max are a
+  // logical or, min and prod a logical and.
+  WorkPtr all_reduce(const Tensor& t, ReduceOp op = ReduceOp::sum);
+  // out (n) = the rank-th chunk of op over ranks of in (size * n).
+  WorkPtr reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum);
+  // out (size * n) = concatenation of every rank's in (n), in rank order.
+  WorkPtr all_gather(const Tensor& in, const Tensor& out);
+  // t on every rank = t on root.
+  WorkPtr broadcast(const Tensor& t, int root);
+  // t on root = op over ranks of t; other ranks' t is left unchanged.
+  WorkPtr reduce(const Tensor& t, int root, ReduceOp op = ReduceOp::sum);
+  // Chunk j (of size chunks) of in goes to rank j; chunk i of out comes from rank i.
+  WorkPtr all_to_all(const Tensor& in, const Tensor& out);
+  // Point to point; a recv matches the send from `peer` with the same tag, in order.
+  WorkPtr send(const Tensor& t, int peer, int tag = 0);
+  WorkPtr recv(const Tensor& t, int peer, int tag = 0);
+  // Starts every transfer of `ops` together (pipeline stages exchange activations and gradients
+  // this way without ordering deadlocks); one Work waits for all of them.
+  WorkPtr batch_send_recv(const std::vector<P2POp>& ops);
+  WorkPtr barrier();
+  // Collective over this group: ranks with the same color form a new group, ordered by key (then by
+  // rank). A negative color joins no group and gets nullptr. `name` defaults to
+  // "<this name>/<color>".
+  virtual std::shared_ptr<Communicator> split(int color, int key, const std::string& name = "") = 0;
+
+  // Counters since construction or reset_stats().
+  CommStats stats() const;
+  void reset_stats();
+  // Seconds a wait() may block before the job is aborted.
+  double timeout_s() const { return timeout_s_; }
+  void set_timeout_s(double seconds);
+
+ protected:
+  explicit Communicator(std::string name);
+
+  // Backends implement these on arguments that are already checked.
+  virtual WorkPtr do_all_reduce(const Tensor& t, ReduceOp op) = 0;
+  virtual WorkPtr do_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) = 0;
+  virtual WorkPtr do_all_gather(const Tensor& in, const Tensor& out) = 0;
+  virtual WorkPtr do_broadcast(const Tensor& t, int root) = 0;
+  virtual WorkPtr do_reduce(const Tensor& t, int root, ReduceOp op) = 0;
+  virtual WorkPtr do_all_to_all(const Tensor& in, const Tensor& out) = 0;
+  virtual WorkPtr do_send(const Tensor& t, int peer, int tag) = 0;
+  virtual WorkPtr do_recv(const Tensor& t, int peer, int tag) = 0;
+  // Default: each transfer started on its own. NCCL overrides it to group them.
+  virtual WorkPtr do_batch_send_recv(const std::vector<P2POp>& ops);
+  virtual WorkPtr do_barrier() = 0;
+
+ private:
+  void record(CommKind kind, int64_t payload_bytes, bool is_root);
+
+  std::string name_;
+  double timeout_s_;
+  mutable std::mutex stats_mutex_;
+  CommStats stats_;
+};
+
+// TESSERA_COMM_TIMEOUT_S when set (a positive number of seconds), else 300.
+double default_comm_timeout_s();
+
+}  // namespace tessera::parallel

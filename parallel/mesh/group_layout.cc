@@ -1,0 +1,77 @@
+#include "parallel/mesh/group_layout.h"
+
+namespace tessera::parallel {
+namespace {
+
+std::vector<std::string> names_of(const std::vector<MeshAxis>& axes) {
+  std::vector<std::string> names;
+  for (const MeshAxis& a : axes) names.push_back(a.name);
+  return names;
+}
+
+// The groups of the tensor mode, on the tensor axes.
+std::vector<GroupSpec> tensor_group_specs(const TensorParallelConfig& tensor) {
+  std::vector<GroupSpec> specs = {{"tensor", names_of(tensor_mesh_axes(tensor))}};
+  const std::string& m = tensor.mode;
+  if (m == "2d") {
+    specs.push_back({"2d_row", {"tp_col"}});
+    specs.push_back({"2d_col", {"tp_row"}});
+  } else if (m == "2.5d") {
+    specs.push_back({"2.5d_row", {"tp_col"}});
+    specs.push_back({"2.5d_col", {"tp_row"}});
+    specs.push_back({"2.5d_dep", {"tp_dep"}});
+    specs.push_back({"2.5d_xz", {"tp_dep", "tp_row"}});
+  } else if (m == "3d") {
+    specs.push_back({"3d_input", {"tp_j"}});
+    specs.push_back({"3d_weight", {"tp_i"}});
+    specs.push_back({"3d_output", {"tp_k"}});
+    specs.push_back({"3d_input_x_weight", {"tp_j", "tp_i"}});
+    specs.push_back({"3d_output_x_weight", {"tp_k", "tp_i"}});
+  }
+  return specs;
+}
+
+GroupLayout layout_of(const DeviceMesh& mesh, const std::vector<GroupSpec>& specs) {
+  GroupLayout layout;
+  for (const GroupSpec& spec : specs) layout[spec.name] = mesh.all_groups(spec.axes);
+  return layout;
+}
+
+}  // namespace
+
+std::vector<MeshAxis> tensor_mesh_axes(const TensorParallelConfig& tensor) {
+  const int q = tensor_grid_dim(tensor);
+  if (tensor.mode == "2d") return {{"tp_row", q}, {"tp_col", q}};
+  if (tensor.mode == "2.5d") return {{"tp_dep", tensor.depth}, {"tp_row", q}, {"tp_col", q}};
+  if (tensor.mode == "3d") return {{"tp_k", q}, {"tp_j", q}, {"tp_i", q}};
+  return {{"tensor", tensor.size}};
+}
+
+DeviceMesh build_mesh(const ParallelConfig& config) {
+  config.validate();
+  std::vector<MeshAxis> axes = {
+      {"pipeline", config.pipeline}, {"data", config.data}, {"sequence", config.sequence}};
+  for (const MeshAxis& a : tensor_mesh_axes(config.tensor)) axes.push_back(a);
+  return DeviceMesh(std::move(axes));
+}
+
+std::vector<GroupSpec> group_specs(const ParallelConfig& config) {
+  config.validate();
+  std::vector<GroupSpec> specs = {{"data", {"data"}}, {"pipeline", {"pipeline"}}, {"sequence", {"sequence"}}};
+  for (GroupSpec& s : tensor_group_specs(config.tensor)) specs.push_back(std::move(s));
+  return specs;
+}
+
+GroupLayout group_layout(const ParallelConfig& config) {
+  return layout_of(build_mesh(config), group_specs(config));
+}
+
+GroupLayout tensor_group_layout(const std::string& mode, int size, int depth) {
+  TensorParallelConfig tensor{size, mode, depth};
+  ParallelConfig config;
+  config.tensor = tensor;
+  config.validate();
+  return layout_of(DeviceMesh(tensor_mesh_axes(tensor)), tensor_group_specs(tensor));
+}
+
+}  // namespace tessera::parallel

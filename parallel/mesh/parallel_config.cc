@@ -1,0 +1,107 @@
+#include "parallel/mesh/parallel_config.h"
+
+#include "core/error.h"
+
+namespace tessera::parallel {
+namespace {
+
+// The integer r with r^power == n, or -1.
+int exact_root(int n, int power) {
+  for (int r = 1;; ++r) {
+    int64_t v = 1;
+    for (int i = 0; i < power; ++i) v *= r;
+    if (v == n) return r;
+    if (v > n) return -1;
+  }
+}
+
+int read_int(const nlohmann::json& j, const std::string& key) {
+  TS_CHECK(j.is_number_integer(), "config", "expected parallel.", key, " to be an integer, got ",
+           j.dump());
+  return j.get<int>();
+}
+
+}  // namespace
+
+int ParallelConfig::world_size() const { return pipeline * data * sequence * tensor.size; }
+
+void ParallelConfig::validate() const {
+  TS_CHECK(data >= 1, "config", "expected parallel.data >= 1, got ", data);
+  TS_CHECK(pipeline >= 1, "config", "expected parallel.pipeline >= 1, got ", pipeline);
+  TS_CHECK(sequence >= 1, "config", "expected parallel.sequence >= 1, got ", sequence);
+  TS_CHECK(tensor.size >= 1, "config", "expected parallel.tensor.size >= 1, got ", tensor.size);
+  TS_CHECK(tensor.depth >= 1, "config", "expected parallel.tensor.depth >= 1, got ", tensor.depth);
+  const std::string& m = tensor.mode;
+  TS_CHECK(m == "1d" || m == "2d" || m == "2.5d" || m == "3d", "config",
+           "expected parallel.tensor.mode to be one of 1d, 2d, 2.5d, 3d, got '", m, "'");
+  if (m == "2d") {
+    TS_CHECK(exact_root(tensor.size, 2) > 0, "config",
+             "expected parallel.tensor.size to be a square (q * q) for mode 2d, got ", tensor.size);
+  } else if (m == "2.5d") {
+    TS_CHECK(tensor.size % tensor.depth == 0 && exact_root(tensor.size / tensor.depth, 2) > 0,
+             "config", "expected parallel.tensor.size = q * q * depth for mode 2.5d with depth ",
+             tensor.depth, ", got size ", tensor.size);
+  } else if (m == "3d") {
+    TS_CHECK(exact_root(tensor.size, 3) > 0, "config",
+             "expected parallel.tensor.size to be a cube (q * q * q) for mode 3d, got ", tensor.size);
+  }
+}
+
+void ParallelConfig::validate(int world) const {
+  validate();
+  TS_CHECK(world == world_size(), "config", "expected a world size of pipeline ", pipeline,
+           " x data ", data, " x sequence ", sequence, " x tensor ", tensor.size, " = ", world_size(),
+           " ranks, got ", world, " ranks");
+}
+
+ParallelConfig ParallelConfig::from_json(const nlohmann::json& j) {
+  TS_CHECK(j.is_object(), "config", "expected parallel to be an object, got ", j.dump());
+  ParallelConfig c;
+  for (const auto& [key, value] : j.items()) {
+    if (key == "data") {
+      c.data = read_int(value, key);
+    } else if (key == "pipeline") {
+      c.pipeline = read_int(value, key);
+    } else if (key == "sequence") {
+      c.sequence = read_int(value, key);
+    } else if (key == "tensor") {
+      TS_CHECK(value.is_object(), "config", "expected parallel.tensor to be an object, got ",
+               value.dump());
+      for (const auto& [tkey, tvalue] : value.items()) {
+        if (tkey == "size") {
+          c.tensor.size = read_int(tvalue, "tensor.size");
+        } else if (tkey == "depth") {
+          c.tensor.depth = read_int(tvalue, "tensor.depth");
+        } else if (tkey == "mode") {
+          TS_CHECK(tvalue.is_string(), "config", "expected parallel.tensor.mode to be a string, got ",
+                   tvalue.dump());
+          c.tensor.mode = tvalue.get<std::string>();
+        } else {
+          TS_FAIL("config", "expected a key of parallel.tensor (size, mode, depth), got unknown key '",
+                  tkey, "'");
+        }
+      }
+    } else {
+      TS_FAIL("config", "expected a key of parallel (data, pipeline, sequence, tensor), got unknown key '",
+              key, "'");
+    }
+  }
+  c.validate();
+  return c;
+}
+
+nlohmann::json ParallelConfig::to_json() const {
+  return {{"data", data},
+          {"pipeline", pipeline},
+          {"sequence", sequence},
+          {"tensor", {{"size", tensor.size}, {"mode", tensor.mode}, {"depth", tensor.depth}}}};
+}
+
+int tensor_grid_dim(const TensorParallelConfig& tensor) {
+  if (tensor.mode == "2d") return exact_root(tensor.size, 2);
+  if (tensor.mode == "2.5d") return exact_root(tensor.size / tensor.depth, 2);
+  if (tensor.mode == "3d") return exact_root(tensor.size, 3);
+  return tensor.size;
+}
+
+}  // namespace tessera::parallel

@@ -1,0 +1,40 @@
+// The `parallel` section of the configuration: how many ways the job splits along data,
+// pipeline, sequence and tensor parallelism, and which tensor-parallel mode it uses.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace tessera::parallel {
+
+struct TensorParallelConfig {
+  int size = 1;
+  std::string mode = "1d";  // "1d", "2d", "2.5d" or "3d"
+  int depth = 1;            // 2.5D only: the number of stacked q x q layers
+};
+
+struct ParallelConfig {
+  int data = 1;
+  int pipeline = 1;
+  int sequence = 1;
+  TensorParallelConfig tensor;
+
+  // pipeline * data * sequence * tensor.size: the world size this layout needs.
+  int world_size() const;
+  // Throws a ValueError unless the layout is possible: every size >= 1, a known mode, 2D size a
+  // square, 2.5D size q * q * depth, 3D size a cube.
+  void validate() const;
+  // validate(), and the world size must equal world_size().
+  void validate(int world_size) const;
+
+  // {"data": 2, "pipeline": 1, "sequence": 1, "tensor": {"size": 4, "mode": "2d", "depth": 1}};
+  // absent keys keep their defaults, unknown keys and wrong types are errors naming the key.
+  static ParallelConfig from_json(const nlohmann::json& j);
+  nlohmann::json to_json() const;
+};
+
+// The side q of the tensor-parallel grid: sqrt(size) for 2D, sqrt(size / depth) for 2.5D,
+// cbrt(size) for 3D, size for 1D. Assumes a validated config.
+int tensor_grid_dim(const TensorParallelConfig& tensor);
+
+}  // namespace tessera::parallel

@@ -1,0 +1,74 @@
+// The `parallel` configuration section: parsing, defaults and validation messages.
+#include <catch2/catch.hpp>
+
+#include "core/error.h"
+#include "parallel/mesh/parallel_config.h"
+
+using namespace tessera;
+using namespace tessera::parallel;
+using nlohmann::json;
+
+TEST_CASE("parallel config parses, keeps defaults and round-trips") {
+  ParallelConfig c = ParallelConfig::from_json(
+      json::parse(R"({"data": 2, "pipeline": 3, "tensor": {"size": 8, "mode": "2.5d", "depth": 2}})"));
+  CHECK(c.data == 2);
+  CHECK(c.pipeline == 3);
+  CHECK(c.sequence == 1);
+  CHECK(c.tensor.size == 8);
+  CHECK(c.tensor.mode == "2.5d");
+  CHECK(c.tensor.depth == 2);
+  CHECK(c.world_size() == 48);
+  CHECK(tensor_grid_dim(c.tensor) == 2);
+  ParallelConfig back = ParallelConfig::from_json(c.to_json());
+  CHECK(back.to_json() == c.to_json());
+
+  ParallelConfig d = ParallelConfig::from_json(json::object());
+  CHECK(d.world_size() == 1);
+  CHECK(d.tensor.mode == "1d");
+}
+
+TEST_CASE("parallel config names unknown keys and wrong types") {
+  CHECK_THROWS_WITH(ParallelConfig::from_json(json::parse(R"({"dta": 2})")),
+                    Catch::Contains("[config] expected a key of parallel (data, pipeline, sequence, "
+                                    "tensor), got unknown key 'dta'"));
+  CHECK_THROWS_WITH(ParallelConfig::from_json(json::parse(R"({"tensor": {"size": 4, "modes": "2d"}})")),
+                    Catch::Contains("got unknown key 'modes'"));
+  CHECK_THROWS_WITH(ParallelConfig::from_json(json::parse(R"({"data": "2"})")),
+                    Catch::Contains("expected parallel.data to be an integer, got \"2\""));
+  CHECK_THROWS_WITH(ParallelConfig::from_json(json::parse(R"({"tensor": 4})")),
+                    Catch::Contains("expected parallel.tensor to be an object, got 4"));
+  CHECK_THROWS_WITH(ParallelConfig::from_json(json::parse(R"({"tensor": {"mode": 2}})")),
+                    Catch::Contains("expected parallel.tensor.mode to be a string"));
+}
+
+TEST_CASE("parallel config rejects impossible layouts") {
+  auto with_tensor = [](int size, const char* mode, int depth = 1) {
+    ParallelConfig c;
+    c.tensor = {size, mode, depth};
+    return c;
+  };
+  CHECK_NOTHROW(with_tensor(9, "2d").validate());
+  CHECK_THROWS_WITH(with_tensor(8, "2d").validate(),
+                    Catch::Contains("expected parallel.tensor.size to be a square (q * q) for mode 2d, got 8"));
+  CHECK_NOTHROW(with_tensor(18, "2.5d", 2).validate());
+  CHECK_THROWS_WITH(with_tensor(12, "2.5d", 2).validate(),
+                    Catch::Contains("expected parallel.tensor.size = q * q * depth for mode 2.5d with "
+                                    "depth 2, got size 12"));
+  CHECK_THROWS_AS(with_tensor(9, "2.5d", 2).validate(), ValueError);
+  CHECK_NOTHROW(with_tensor(27, "3d").validate());
+  CHECK_THROWS_WITH(with_tensor(16, "3d").validate(),
+                    Catch::Contains("expected parallel.tensor.size to be a cube (q * q * q) for mode 3d, got 16"));
+  CHECK_THROWS_WITH(with_tensor(4, "4d").validate(),
+                    Catch::Contains("expected parallel.tensor.mode to be one of 1d, 2d, 2.5d, 3d, got '4d'"));
+  ParallelConfig c;
+  c.data = 0;
+  CHECK_THROWS_WITH(c.validate(), Catch::Contains("expected parallel.data >= 1, got 0"));
+
+  ParallelConfig w;
+  w.data = 2;
+  w.pipeline = 2;
+  w.tensor = {2, "1d", 1};
+  CHECK_NOTHROW(w.validate(8));
+  CHECK_THROWS_WITH(w.validate(6), Catch::Contains("[config] expected a world size of pipeline 2 x data 2 x "
+                                                   "sequence 1 x tensor 2 = 8 ranks, got 6 ranks"));
+}
