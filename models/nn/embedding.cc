@@ -1,0 +1,20 @@
+// Embedding construction and lookup (see embedding.h).
+#include "models/nn/embedding.h"
+
+#include "autograd/ops.h"
+
+namespace tessera::nn {
+
+Embedding::Embedding(const EmbeddingSpec& spec, Generator& gen, ParallelStyle style)
+    : spec_(spec), style_(style) {
+  TS_CHECK(spec.num_embeddings > 0 && spec.dim > 0, "Embedding",
+           "expected positive num_embeddings and dim, got ", spec.num_embeddings, " and ",
+           spec.dim);
+  Tensor w = empty({spec.num_embeddings, spec.dim});
+  normal_(w, 0.0, spec.init_std, &gen);
+  weight_ = register_parameter("weight", w);
+}
+
+Tensor Embedding::forward(const Tensor& ids) { return embedding(weight_, ids); }
+
+}  // namespace tessera::nn

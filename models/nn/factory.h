@@ -1,0 +1,62 @@
+// Layer factories: the one place models build their layers. Today every factory returns the serial
+// layer; the tensor- and sequence-parallel issue makes them consult the parallel context and return
+// a twin (a subclass overriding forward) instead, so GPT, BERT and ViT stay written once, serially.
+//
+// The ParallelStyle hint says which twin a call site wants under 1D tensor parallelism (Megatron's
+// pairing, which needs one collective per pair):
+//   make_linear(column)   -> ColumnParallelLinear: weight rows (out features) split, output left
+//   split.
+//                            Asked for by MultiHeadAttention's c_attn (heads split over ranks) and
+//                            MLP's c_fc (hidden units split).
+//   make_linear(row)      -> RowParallelLinear: weight columns (in features) split, takes the split
+//                            input of the column layer before it, all-reduces its output. Asked for
+//                            by MultiHeadAttention's c_proj and MLP's c_proj.
+//   make_linear(none)     -> the serial Linear even under tensor parallelism (small heads,
+//   patches). make_embedding(vocab) -> VocabParallelEmbedding: rows of the table split; asked for
+//   by the token
+//                            embeddings of GPT and BERT (positions stay ParallelStyle::none).
+//   make_lm_head(vocab)   -> a vocabulary-split head feeding vocab-parallel cross-entropy; a tied
+//                            head shares the VocabParallelEmbedding's shard.
+// 2D / 2.5D / 3D modes split every Linear and LayerNorm by the mesh, whatever the hint; the hint is
+// then only checked. Serial layers record their hint (parallel_style()) so tests pin each call
+// site. A factory refuses a hint its layer has no twin for (ValueError naming the factory and the
+// hint).
+#pragma once
+
+#include <memory>
+
+#include "core/generator.h"
+#include "models/nn/attention.h"
+#include "models/nn/block.h"
+#include "models/nn/embedding.h"
+#include "models/nn/heads.h"
+#include "models/nn/layer_norm.h"
+#include "models/nn/linear.h"
+#include "models/nn/mlp.h"
+#include "models/nn/parallel_style.h"
+#include "models/nn/patch_embedding.h"
+
+namespace tessera::nn {
+
+// Hints: none, column, row.
+std::shared_ptr<Linear> make_linear(const LinearSpec& spec, Generator& gen,
+                                    ParallelStyle style = ParallelStyle::none);
+std::shared_ptr<LayerNorm> make_layer_norm(const LayerNormSpec& spec);
+// Hints: none, vocab.
+std::shared_ptr<Embedding> make_embedding(const EmbeddingSpec& spec, Generator& gen,
+                                          ParallelStyle style = ParallelStyle::none);
+// Composite layers: their linears ask for column then row (see above).
+std::shared_ptr<MultiHeadAttention> make_attention(const AttentionSpec& spec, Generator& gen);
+std::shared_ptr<MLP> make_mlp(const MLPSpec& spec, Generator& gen);
+std::shared_ptr<Block> make_block(const BlockSpec& spec, Generator& gen);
+std::shared_ptr<PatchEmbedding> make_patch_embedding(const PatchEmbeddingSpec& spec,
+                                                     Generator& gen);
+std::shared_ptr<ClassificationHead> make_classification_head(const ClassificationHeadSpec& spec,
+                                                             Generator& gen);
+// Hints: none, vocab.
+std::shared_ptr<LMHead> make_lm_head(const LMHeadSpec& spec, Generator& gen,
+                                     ParallelStyle style = ParallelStyle::none);
+std::shared_ptr<LMHead> make_tied_lm_head(const LMHeadSpec& spec, const Tensor& tied_weight,
+                                          ParallelStyle style = ParallelStyle::none);
+
+}  // namespace tessera::nn

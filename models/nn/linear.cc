@@ -1,0 +1,45 @@
+// Linear layer construction, initialisation and forward (see linear.h).
+#include "models/nn/linear.h"
+
+#include <cmath>
+
+#include "autograd/ops.h"
+
+namespace tessera::nn {
+
+Linear::Linear(const LinearSpec& spec, Generator& gen, ParallelStyle style)
+    : spec_(spec), style_(style) {
+  TS_CHECK(spec.in_features > 0 && spec.out_features > 0, "Linear",
+           "expected positive in_features and out_features, got ", spec.in_features, " and ",
+           spec.out_features);
+  TS_CHECK(spec.init_std >= 0.0, "Linear", "expected init_std >= 0, got ", spec.init_std);
+  Tensor w = empty({spec.out_features, spec.in_features});
+  Tensor b = spec.bias ? empty({spec.out_features}) : Tensor();
+  switch (spec.init) {
+    case LinearInit::normal:
+      normal_(w, 0.0, spec.init_std, &gen);
+      if (b.defined()) b.zero_();
+      break;
+    case LinearInit::uniform: {
+      const double bound = 1.0 / std::sqrt(double(spec.in_features));
+      uniform_(w, -bound, bound, &gen);
+      if (b.defined()) uniform_(b, -bound, bound, &gen);
+      break;
+    }
+    case LinearInit::zeros:
+      w.zero_();
+      if (b.defined()) b.zero_();
+      break;
+  }
+  weight_ = register_parameter("weight", w);
+  if (b.defined()) bias_ = register_parameter("bias", b);
+}
+
+Tensor Linear::forward(const Tensor& x) {
+  TS_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == spec_.in_features, "Linear",
+           "expected input (..., ", spec_.in_features, "), got ",
+           x.defined() ? x.describe() : "undefined");
+  return linear(x, weight_, bias_);
+}
+
+}  // namespace tessera::nn
