@@ -14,16 +14,17 @@ namespace tessera::kernels {
 struct AdamCoeffs {
   float beta1, beta2;
   float one_minus_beta1, one_minus_beta2;
-  float step_size;      // lr / (1 - beta1^step)
-  float inv_sqrt_bc2;   // 1 / sqrt(1 - beta2^step)
+  float step_size;     // lr / (1 - beta1^step)
+  float inv_sqrt_bc2;  // 1 / sqrt(1 - beta2^step)
   float eps;
-  float param_scale;    // AdamW: 1 - lr * weight_decay (decoupled decay); Adam: 1
-  float grad_decay;     // Adam: weight_decay (added to the gradient as wd * param); AdamW: 0
+  float param_scale;  // AdamW: 1 - lr * weight_decay (decoupled decay); Adam: 1
+  float grad_decay;   // Adam: weight_decay (added to the gradient as wd * param); AdamW: 0
 };
 
-// Bias corrections in double: 1 - beta^step loses digits in f32 for small (1 - beta) and large steps.
-inline AdamCoeffs adam_coeffs(float lr, float beta1, float beta2, float eps, float weight_decay, bool decoupled,
-                              int64_t step) {
+// Bias corrections in double: 1 - beta^step loses digits in f32 for small (1 - beta) and large
+// steps.
+inline AdamCoeffs adam_coeffs(float lr, float beta1, float beta2, float eps, float weight_decay,
+                              bool decoupled, int64_t step) {
   const double bc1 = 1.0 - std::pow(double(beta1), double(step));
   const double bc2 = 1.0 - std::pow(double(beta2), double(step));
   AdamCoeffs c;
@@ -44,7 +45,8 @@ inline AdamCoeffs adam_coeffs(float lr, float beta1, float beta2, float eps, flo
 //   p -= step_size * m / (sqrt(v) / sqrt(bc2) + eps)
 // Every multiply-add is an explicit fmaf and nothing else can be contracted, so the CPU's vector
 // path (which mirrors these steps), its scalar tail and the CUDA kernel agree bit for bit.
-TS_HOST_DEVICE TS_INLINE void adam_element(float& p, float g, float& m, float& v, const AdamCoeffs& c) {
+TS_HOST_DEVICE TS_INLINE void adam_element(float& p, float g, float& m, float& v,
+                                           const AdamCoeffs& c) {
   g = ::fmaf(c.grad_decay, p, g);
   m = ::fmaf(c.beta1, m, c.one_minus_beta1 * g);
   v = ::fmaf(c.beta2, v, c.one_minus_beta2 * (g * g));

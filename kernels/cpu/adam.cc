@@ -1,7 +1,10 @@
-// CPU Adam / AdamW: threads split the flat range; each chunk runs the update of adam_math.h over f32
-// arrays (an AVX2 copy of the same operations when the build has AVX2, since GCC will not vectorise
-// sqrtf while it may set errno). 16-bit params and grads go through small f32 staging blocks.
+// CPU Adam / AdamW: threads split the flat range; each chunk runs the update of adam_math.h over
+// f32 arrays, in AVX-512 or AVX2 copies of the same operations chosen at run time (GCC will not
+// vectorise sqrtf while it may set errno, so they are written with intrinsics). 16-bit params and
+// grads go through small f32 staging blocks.
 #include "kernels/cpu/adam.h"
+
+#include <immintrin.h>
 
 #include <algorithm>
 #include <type_traits>
@@ -9,18 +12,17 @@
 
 #include "core/parallel.h"
 #include "kernels/adam_math.h"
-
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#endif
+#include "kernels/cpu/cpu_features.h"
 
 namespace tessera::kernels::cpu {
 namespace {
 
 constexpr int64_t kStage = 2048;  // staging block for 16-bit params / grads, in elements
 
-// The update on f32 arrays; the vector body performs adam_element's operations in its order.
-void adam_f32(float* p, const float* g, float* m, float* v, int64_t n, const AdamCoeffs& c) {
+// The vector part of the update on f32 arrays, adam_element's operations in its order (so the
+// two ISAs and the scalar tail agree bit for bit); returns how many leading elements it updated.
+int64_t adam_f32_vector(IsaAvx2, float* p, const float* g, float* m, float* v, int64_t n,
+                        const AdamCoeffs& c) {
   int64_t i = 0;
 #if defined(__AVX2__) && defined(__FMA__)
   const __m256 b1 = _mm256_set1_ps(c.beta1), b2 = _mm256_set1_ps(c.beta2);
@@ -32,7 +34,8 @@ void adam_f32(float* p, const float* g, float* m, float* v, int64_t n, const Ada
     const __m256 pv = _mm256_loadu_ps(p + i);
     const __m256 gv = _mm256_fmadd_ps(gdecay, pv, _mm256_loadu_ps(g + i));
     const __m256 mv = _mm256_fmadd_ps(b1, _mm256_loadu_ps(m + i), _mm256_mul_ps(omb1, gv));
-    const __m256 vv = _mm256_fmadd_ps(b2, _mm256_loadu_ps(v + i), _mm256_mul_ps(omb2, _mm256_mul_ps(gv, gv)));
+    const __m256 vv =
+        _mm256_fmadd_ps(b2, _mm256_loadu_ps(v + i), _mm256_mul_ps(omb2, _mm256_mul_ps(gv, gv)));
     const __m256 denom = _mm256_fmadd_ps(_mm256_sqrt_ps(vv), ibc2, eps);
     const __m256 update = _mm256_div_ps(_mm256_mul_ps(step, mv), denom);
     _mm256_storeu_ps(p + i, _mm256_fmsub_ps(pv, scale, update));
@@ -40,20 +43,52 @@ void adam_f32(float* p, const float* g, float* m, float* v, int64_t n, const Ada
     _mm256_storeu_ps(v + i, vv);
   }
 #endif
-  for (; i < n; ++i) adam_element(p[i], g[i], m[i], v[i], c);
+  return i;
+}
+
+TS_AVX512_TARGET int64_t adam_f32_vector(IsaAvx512, float* p, const float* g, float* m, float* v,
+                                         int64_t n, const AdamCoeffs& c) {
+  const __m512 b1 = _mm512_set1_ps(c.beta1), b2 = _mm512_set1_ps(c.beta2);
+  const __m512 omb1 = _mm512_set1_ps(c.one_minus_beta1), omb2 = _mm512_set1_ps(c.one_minus_beta2);
+  const __m512 step = _mm512_set1_ps(c.step_size), ibc2 = _mm512_set1_ps(c.inv_sqrt_bc2);
+  const __m512 eps = _mm512_set1_ps(c.eps), scale = _mm512_set1_ps(c.param_scale);
+  const __m512 gdecay = _mm512_set1_ps(c.grad_decay);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 pv = _mm512_loadu_ps(p + i);
+    const __m512 gv = _mm512_fmadd_ps(gdecay, pv, _mm512_loadu_ps(g + i));
+    const __m512 mv = _mm512_fmadd_ps(b1, _mm512_loadu_ps(m + i), _mm512_mul_ps(omb1, gv));
+    const __m512 vv =
+        _mm512_fmadd_ps(b2, _mm512_loadu_ps(v + i), _mm512_mul_ps(omb2, _mm512_mul_ps(gv, gv)));
+    // maskz with a full mask is plain sqrt; it avoids GCC 12's uninitialised-passthrough warning.
+    const __m512 denom = _mm512_fmadd_ps(_mm512_maskz_sqrt_ps(0xFFFF, vv), ibc2, eps);
+    const __m512 update = _mm512_div_ps(_mm512_mul_ps(step, mv), denom);
+    _mm512_storeu_ps(p + i, _mm512_fmsub_ps(pv, scale, update));
+    _mm512_storeu_ps(m + i, mv);
+    _mm512_storeu_ps(v + i, vv);
+  }
+  return i;
+}
+
+template <typename Isa>
+void adam_f32(Isa isa, float* p, const float* g, float* m, float* v, int64_t n,
+              const AdamCoeffs& c) {
+  for (int64_t i = adam_f32_vector(isa, p, g, m, v, n, c); i < n; ++i) {
+    adam_element(p[i], g[i], m[i], v[i], c);
+  }
 }
 
 void check_operand(const Tensor& t, int64_t n, const char* name, bool must_be_f32) {
   TS_CHECK(t.defined() && t.is_contiguous() && t.numel() == n && is_floating(t.dtype()) &&
                (!must_be_f32 || t.dtype() == DType::f32),
-           "adam_update", "expected ", name, " contiguous ", must_be_f32 ? "f32" : "floating", " with ", n,
-           " elements, got ", t.defined() ? t.describe() : "undefined");
+           "adam_update", "expected ", name, " contiguous ", must_be_f32 ? "f32" : "floating",
+           " with ", n, " elements, got ", t.defined() ? t.describe() : "undefined");
 }
 
 }  // namespace
 
-void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                 const AdamStep& s) {
+void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                 const Tensor& exp_avg_sq, const AdamStep& s) {
   const int64_t n = param.defined() ? param.numel() : 0;
   check_operand(param, n, "param", false);
   check_operand(grad, n, "grad", false);
@@ -61,7 +96,8 @@ void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
   check_operand(exp_avg_sq, n, "exp_avg_sq", true);
   TS_CHECK(s.step >= 1, "adam_update", "expected step >= 1 (1-based), got ", s.step);
   if (n == 0) return;
-  const AdamCoeffs c = adam_coeffs(s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, s.decoupled, s.step);
+  const AdamCoeffs c =
+      adam_coeffs(s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, s.decoupled, s.step);
   float* m = exp_avg.data<float>();
   float* v = exp_avg_sq.data<float>();
   dispatch_floating(param.dtype(), "adam_update", [&]<typename P>() {
@@ -69,18 +105,20 @@ void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
       P* p = static_cast<P*>(param.data_ptr());
       const G* g = static_cast<const G*>(grad.data_ptr());
       parallel_for(n, 32768, [&](int64_t begin, int64_t end) {
-        if constexpr (std::is_same_v<P, float> && std::is_same_v<G, float>) {
-          adam_f32(p + begin, g + begin, m + begin, v + begin, end - begin, c);
-        } else {
-          std::vector<float> p_stage(kStage), g_stage(kStage);
-          for (int64_t i = begin; i < end; i += kStage) {
-            const int64_t len = std::min(kStage, end - i);
-            for (int64_t k = 0; k < len; ++k) p_stage[k] = float(p[i + k]);
-            for (int64_t k = 0; k < len; ++k) g_stage[k] = float(g[i + k]);
-            adam_f32(p_stage.data(), g_stage.data(), m + i, v + i, len, c);
-            for (int64_t k = 0; k < len; ++k) p[i + k] = P(p_stage[k]);
+        with_isa([&](auto isa) {
+          if constexpr (std::is_same_v<P, float> && std::is_same_v<G, float>) {
+            adam_f32(isa, p + begin, g + begin, m + begin, v + begin, end - begin, c);
+          } else {
+            std::vector<float> p_stage(kStage), g_stage(kStage);
+            for (int64_t i = begin; i < end; i += kStage) {
+              const int64_t len = std::min(kStage, end - i);
+              for (int64_t k = 0; k < len; ++k) p_stage[k] = float(p[i + k]);
+              for (int64_t k = 0; k < len; ++k) g_stage[k] = float(g[i + k]);
+              adam_f32(isa, p_stage.data(), g_stage.data(), m + i, v + i, len, c);
+              for (int64_t k = 0; k < len; ++k) p[i + k] = P(p_stage[k]);
+            }
           }
-        }
+        });
       });
     });
   });

@@ -6,7 +6,7 @@
 
 namespace tessera::kernels::cpu {
 
-void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                 const AdamStep& step);
+void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                 const Tensor& exp_avg_sq, const AdamStep& step);
 
 }  // namespace tessera::kernels::cpu

@@ -22,18 +22,20 @@ std::vector<V> values_1d(const Tensor& t, DType as) {
 
 void check_common(const char* op, const Tensor& logits, const Tensor& targets, double smoothing) {
   TS_CHECK(logits.dim() == 2, op, "expected logits of shape (N, V), got ", logits.describe());
-  TS_CHECK(targets.dtype() == DType::i64 && targets.dim() == 1 && targets.size(0) == logits.size(0), op,
-           "expected targets i64 of shape (", logits.size(0), "), got ", targets.describe());
-  TS_CHECK(smoothing >= 0.0 && smoothing <= 1.0, op, "expected label_smoothing in [0, 1], got ", smoothing);
+  TS_CHECK(targets.dtype() == DType::i64 && targets.dim() == 1 && targets.size(0) == logits.size(0),
+           op, "expected targets i64 of shape (", logits.size(0), "), got ", targets.describe());
+  TS_CHECK(smoothing >= 0.0 && smoothing <= 1.0, op, "expected label_smoothing in [0, 1], got ",
+           smoothing);
 }
 
 void check_rows_f32(const char* op, const char* name, const Tensor& t, int64_t N) {
-  TS_CHECK(t.dim() == 1 && t.size(0) == N && t.dtype() == DType::f32, op, "expected ", name, " f32 of shape (",
-           N, "), got ", t.describe());
+  TS_CHECK(t.dim() == 1 && t.size(0) == N && t.dtype() == DType::f32, op, "expected ", name,
+           " f32 of shape (", N, "), got ", t.describe());
 }
 
 // Targets as i64, each either ignore_index or in [0, V); checked before any thread starts.
-std::vector<int64_t> checked_targets(const char* op, const Tensor& targets, int64_t V, int64_t ignore_index) {
+std::vector<int64_t> checked_targets(const char* op, const Tensor& targets, int64_t V,
+                                     int64_t ignore_index) {
   std::vector<int64_t> t = values_1d<int64_t>(targets, DType::i64);
   for (size_t i = 0; i < t.size(); ++i) {
     TS_CHECK(t[i] == ignore_index || (t[i] >= 0 && t[i] < V), op, "expected targets in [0, ", V,
@@ -73,7 +75,8 @@ void cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_i
         // Differences to the max first: lse - x_t loses digits when |m| is large.
         float loss = (m - x[tgt[r]]) + log_s;
         // -mean_v log p_v = lse - mean_v x_v
-        if (s != 0.0f) loss = (1.0f - s) * loss + s * ((m - detail::row_sum(x, V) / float(V)) + log_s);
+        if (s != 0.0f)
+          loss = (1.0f - s) * loss + s * ((m - detail::row_sum(x, V) / float(V)) + log_s);
         loss_v[r] = loss;
       }
     });
@@ -89,17 +92,19 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
   check_common(op, logits, targets, label_smoothing);
   const int64_t N = logits.size(0), V = logits.size(1);
   check_rows_f32(op, "lse", lse, N);
-  TS_CHECK(grad_losses.dim() == 1 && grad_losses.size(0) == N && is_floating(grad_losses.dtype()), op,
-           "expected grad_losses floating of shape (", N, "), got ", grad_losses.describe());
+  TS_CHECK(grad_losses.dim() == 1 && grad_losses.size(0) == N && is_floating(grad_losses.dtype()),
+           op, "expected grad_losses floating of shape (", N, "), got ", grad_losses.describe());
   TS_CHECK(grad_logits.shape() == logits.shape() && grad_logits.dtype() == logits.dtype(), op,
-           "expected grad_logits like logits ", logits.describe(), ", got ", grad_logits.describe());
+           "expected grad_logits like logits ", logits.describe(), ", got ",
+           grad_logits.describe());
   const std::vector<int64_t> tgt = checked_targets(op, targets, V, ignore_index);
   if (N == 0 || V == 0) return;
   const std::vector<float> lse_v = values_1d<float>(lse, DType::f32);
   const std::vector<float> g_v = values_1d<float>(grad_losses, DType::f32);
   Tensor out = grad_logits.stride(1) == 1 ? grad_logits : detail::contiguous_output(grad_logits);
   const float s = float(label_smoothing), smooth_per_class = s / float(V);
-  const int64_t row_stride = logits.stride(0), col_stride = logits.stride(1), out_stride = out.stride(0);
+  const int64_t row_stride = logits.stride(0), col_stride = logits.stride(1),
+                out_stride = out.stride(0);
   dispatch_floating(logits.dtype(), op, [&]<typename T>() {
     const T* base = static_cast<const T*>(logits.data_ptr());
     T* out_base = static_cast<T*>(out.data_ptr());

@@ -40,7 +40,8 @@ inline __m256i philox_word0_x8(uint64_t seed, uint64_t first) {
   __m256i c1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(hi));
   __m256i c2 = _mm256_setzero_si256(), c3 = _mm256_setzero_si256();
   uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
-  const __m256i m0 = _mm256_set1_epi32(int32_t(0xD2511F53u)), m1 = _mm256_set1_epi32(int32_t(0xCD9E8D57u));
+  const __m256i m0 = _mm256_set1_epi32(int32_t(0xD2511F53u)),
+                m1 = _mm256_set1_epi32(int32_t(0xCD9E8D57u));
   for (int round = 0; round < 10; ++round) {
     __m256i lo0, hi0, lo1, hi1;
     mulhilo8(m0, c0, &lo0, &hi0);
@@ -62,7 +63,8 @@ inline __m256i philox_word0_x8(uint64_t seed, uint64_t first) {
 void draw_mask(uint64_t seed, uint64_t first, uint32_t threshold, int64_t n, uint8_t* keep) {
   int64_t k = 0;
 #if defined(__AVX2__)
-  // Top 24 bits are < 2^24, so a signed compare against threshold - 1 (-1 when threshold is 0) works.
+  // Top 24 bits are < 2^24, so a signed compare against threshold - 1 (-1 when threshold is 0)
+  // works.
   const __m256i limit = _mm256_set1_epi32(int32_t(threshold) - 1);
   for (; k + 8 <= n; k += 8) {
     const __m256i bits = _mm256_srli_epi32(philox_word0_x8(seed, first + uint64_t(k)), 8);

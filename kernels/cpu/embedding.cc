@@ -16,8 +16,8 @@ namespace {
 
 // ids (any shape, i32 or i64, any strides) as a flat row-major i64 list, each checked in [0, V).
 std::vector<int64_t> flat_ids(const Tensor& ids, int64_t V, const char* op) {
-  TS_CHECK(ids.dtype() == DType::i64 || ids.dtype() == DType::i32, op, "expected ids i32 or i64, got ",
-           ids.describe());
+  TS_CHECK(ids.dtype() == DType::i64 || ids.dtype() == DType::i32, op,
+           "expected ids i32 or i64, got ", ids.describe());
   Tensor c = ids.to(DType::i64).contiguous();
   const int64_t* p = c.data<int64_t>();
   std::vector<int64_t> out(p, p + c.numel());
@@ -41,8 +41,8 @@ void embedding(const Tensor& weight, const Tensor& ids, const Tensor& out) {
   const int64_t V = weight.size(0), C = weight.size(1);
   Shape want = ids.shape();
   want.push_back(C);
-  TS_CHECK(out.shape() == want && out.dtype() == weight.dtype(), op, "expected out ", shape_str(want), " ",
-           dtype_name(weight.dtype()), ", got ", out.describe());
+  TS_CHECK(out.shape() == want && out.dtype() == weight.dtype(), op, "expected out ",
+           shape_str(want), " ", dtype_name(weight.dtype()), ", got ", out.describe());
   const std::vector<int64_t> idx = flat_ids(ids, V, op);
   const int64_t n = int64_t(idx.size());
   if (n == 0 || C == 0) return;
@@ -74,7 +74,8 @@ void embedding_backward(const Tensor& grad_out, const Tensor& ids, const Tensor&
   // Positions sorted by id (stable: equal ids keep position order), then runs of one id.
   std::vector<int64_t> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), int64_t(0));
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return idx[a] < idx[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return idx[a] < idx[b]; });
   std::vector<int64_t> run_start{0};
   for (int64_t k = 1; k < n; ++k) {
     if (idx[order[k]] != idx[order[k - 1]]) run_start.push_back(k);
@@ -83,7 +84,8 @@ void embedding_backward(const Tensor& grad_out, const Tensor& ids, const Tensor&
   const int64_t runs = int64_t(run_start.size()) - 1;
 
   Tensor g = grad_out.contiguous();
-  Tensor gw = grad_weight.stride(1) == 1 ? grad_weight : detail::contiguous_output(grad_weight, true);
+  Tensor gw =
+      grad_weight.stride(1) == 1 ? grad_weight : detail::contiguous_output(grad_weight, true);
   dispatch_floating(g.dtype(), op, [&]<typename G>() {
     dispatch_floating(gw.dtype(), op, [&]<typename W>() {
       const G* g_p = static_cast<const G*>(g.data_ptr());

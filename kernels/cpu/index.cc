@@ -18,7 +18,7 @@ namespace {
 struct IndexWalk {
   Shape outer;
   std::array<Strides, 3> outer_strides;
-  int64_t inner = 0;                  // index.size(dim)
+  int64_t inner = 0;                    // index.size(dim)
   std::array<int64_t, 3> inner_stride;  // along dim
 };
 
@@ -37,19 +37,20 @@ IndexWalk make_walk(const Tensor& dense, const Tensor& index, const Tensor& inde
 
 // Checks shapes (torch rules) and every index value against the size of `indexed` along dim.
 // `dense` is out for gather (shape == index's) and src for scatter_add (index.size(d) <= src's).
-void check_args(const char* op, const Tensor& dense, const Tensor& index, const Tensor& indexed, int64_t dim,
-                bool dense_equal) {
+void check_args(const char* op, const Tensor& dense, const Tensor& index, const Tensor& indexed,
+                int64_t dim, bool dense_equal) {
   TS_CHECK(index.dtype() == DType::i64, op, "expected index i64, got ", index.describe());
-  TS_CHECK(dense.dtype() == indexed.dtype(), op, "expected equal dtypes, got ", dense.describe(), " and ",
-           indexed.describe());
-  TS_CHECK(index.dim() == indexed.dim() && index.dim() == dense.dim(), op,
-           "expected index, src/out and x of equal rank, got index ", index.describe(), ", ", dense.describe(),
+  TS_CHECK(dense.dtype() == indexed.dtype(), op, "expected equal dtypes, got ", dense.describe(),
            " and ", indexed.describe());
+  TS_CHECK(index.dim() == indexed.dim() && index.dim() == dense.dim(), op,
+           "expected index, src/out and x of equal rank, got index ", index.describe(), ", ",
+           dense.describe(), " and ", indexed.describe());
   for (int64_t d = 0; d < index.dim(); ++d) {
     bool ok = dense_equal ? index.size(d) == dense.size(d) : index.size(d) <= dense.size(d);
     if (d != dim) ok = ok && index.size(d) <= indexed.size(d);
-    TS_CHECK(ok, op, "expected index shape compatible along dim ", d, ", got index ", shape_str(index.shape()),
-             " with ", shape_str(dense.shape()), " and ", shape_str(indexed.shape()), " (dim ", dim, ")");
+    TS_CHECK(ok, op, "expected index shape compatible along dim ", d, ", got index ",
+             shape_str(index.shape()), " with ", shape_str(dense.shape()), " and ",
+             shape_str(indexed.shape()), " (dim ", dim, ")");
   }
   if (index.numel() == 0) return;
   const int64_t bound = index.dim() == 0 ? 1 : indexed.size(dim);
@@ -59,13 +60,14 @@ void check_args(const char* op, const Tensor& dense, const Tensor& index, const 
   loop.for_rows(0, loop.num_rows(), [&](const std::array<int64_t, 1>& off) {
     for (int64_t i = 0; i < n; ++i) {
       int64_t v = p[off[0] + i * st];
-      TS_CHECK(v >= 0 && v < bound, op, "expected index values in [0, ", bound, ") along dim ", dim, ", got ", v);
+      TS_CHECK(v >= 0 && v < bound, op, "expected index values in [0, ", bound, ") along dim ", dim,
+               ", got ", v);
     }
   });
 }
 
-// Runs fn(dense_elem_offset, index_value, indexed_elem_offset) over the walk; threads split the outer
-// dims only.
+// Runs fn(dense_elem_offset, index_value, indexed_elem_offset) over the walk; threads split the
+// outer dims only.
 template <typename Fn>
 void run_walk(const IndexWalk& w, const int64_t* index_base, Fn&& fn) {
   StridedLoop<3> loop(w.outer, w.outer_strides);

@@ -1,6 +1,7 @@
-// CPU layer norm: rows split across threads, statistics two-pass in f32 per row. The backward
-// reduces grad_weight / grad_bias over fixed blocks of rows, then sums the block partials in block
-// order, so the result does not depend on the thread count.
+// CPU layer norm: rows split across threads, statistics two-pass in f32 per row, row loops built
+// for AVX-512 and AVX2 and chosen at run time. The backward reduces grad_weight / grad_bias over
+// fixed blocks of rows, then sums the block partials in block order, so the result does not depend
+// on the thread count.
 #include "kernels/cpu/layer_norm.h"
 
 #include <algorithm>
@@ -18,7 +19,8 @@ constexpr int64_t kRowsPerBlock = 16;  // backward partial-sum granularity (fixe
 // An optional per-channel (C) tensor of any floating dtype as f32 values; empty when undefined.
 std::vector<float> channel_values(const Tensor& t, int64_t C, const char* op, const char* name) {
   if (!t.defined()) return {};
-  TS_CHECK(t.dim() == 1 && t.size(0) == C, op, "expected ", name, " of shape (", C, "), got ", t.describe());
+  TS_CHECK(t.dim() == 1 && t.size(0) == C, op, "expected ", name, " of shape (", C, "), got ",
+           t.describe());
   Tensor c = t.to(DType::f32).contiguous();
   const float* p = c.data<float>();
   return std::vector<float>(p, p + C);
@@ -31,11 +33,11 @@ void check_stats(const Tensor& s, int64_t rows, const char* op, const char* name
 
 }  // namespace
 
-void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
-                const Tensor& mean, const Tensor& rstd) {
+void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                const Tensor& y, const Tensor& mean, const Tensor& rstd) {
   const char* op = "layer_norm";
-  TS_CHECK(x.shape() == y.shape() && x.dtype() == y.dtype(), op, "expected y like x, got x ", x.describe(),
-           " and y ", y.describe());
+  TS_CHECK(x.shape() == y.shape() && x.dtype() == y.dtype(), op, "expected y like x, got x ",
+           x.describe(), " and y ", y.describe());
   const int64_t rows = detail::leading_rows(x), C = detail::last_dim(x);
   check_stats(mean, rows, op, "mean");
   check_stats(rstd, rows, op, "rstd");
@@ -55,36 +57,38 @@ void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, doubl
     T* y_p = static_cast<T*>(yc.data_ptr());
     parallel_for(rows, detail::row_grain(C), [&](int64_t begin, int64_t end) {
       std::vector<float> in_scratch, out_scratch(detail::kIsF32<T> ? 0 : size_t(C));
-      for (int64_t r = begin; r < end; ++r) {
-        const float* xr = detail::row_as_f32(x_p + r * C, 1, C, in_scratch);
-        float mu = C > 0 ? detail::row_sum(xr, C) / float(C) : 0.0f;
-        float ss = 0.0f;
+      with_isa([&](auto isa) {
+        for (int64_t r = begin; r < end; ++r) {
+          const float* xr = detail::row_as_f32(x_p + r * C, 1, C, in_scratch);
+          float mu = C > 0 ? detail::row_sum(isa, xr, C) / float(C) : 0.0f;
+          float ss = 0.0f;
 #pragma omp simd reduction(+ : ss)
-        for (int64_t i = 0; i < C; ++i) ss += (xr[i] - mu) * (xr[i] - mu);
-        float rs = 1.0f / std::sqrt((C > 0 ? ss / float(C) : 0.0f) + feps);
-        mean_p[r] = mu;
-        rstd_p[r] = rs;
-        float* o;
-        if constexpr (detail::kIsF32<T>) {
-          o = y_p + r * C;
-        } else {
-          o = out_scratch.data();
+          for (int64_t i = 0; i < C; ++i) ss += (xr[i] - mu) * (xr[i] - mu);
+          float rs = 1.0f / std::sqrt((C > 0 ? ss / float(C) : 0.0f) + feps);
+          mean_p[r] = mu;
+          rstd_p[r] = rs;
+          float* o;
+          if constexpr (detail::kIsF32<T>) {
+            o = y_p + r * C;
+          } else {
+            o = out_scratch.data();
+          }
+          if (w_p && b_p) {
+#pragma omp simd
+            for (int64_t i = 0; i < C; ++i) o[i] = (xr[i] - mu) * rs * w_p[i] + b_p[i];
+          } else if (w_p) {
+#pragma omp simd
+            for (int64_t i = 0; i < C; ++i) o[i] = (xr[i] - mu) * rs * w_p[i];
+          } else if (b_p) {
+#pragma omp simd
+            for (int64_t i = 0; i < C; ++i) o[i] = (xr[i] - mu) * rs + b_p[i];
+          } else {
+#pragma omp simd
+            for (int64_t i = 0; i < C; ++i) o[i] = (xr[i] - mu) * rs;
+          }
+          if constexpr (!detail::kIsF32<T>) detail::store_row(o, y_p + r * C, 1, C);
         }
-        if (w_p && b_p) {
-#pragma omp simd
-          for (int64_t i = 0; i < C; ++i) o[i] = (xr[i] - mu) * rs * w_p[i] + b_p[i];
-        } else if (w_p) {
-#pragma omp simd
-          for (int64_t i = 0; i < C; ++i) o[i] = (xr[i] - mu) * rs * w_p[i];
-        } else if (b_p) {
-#pragma omp simd
-          for (int64_t i = 0; i < C; ++i) o[i] = (xr[i] - mu) * rs + b_p[i];
-        } else {
-#pragma omp simd
-          for (int64_t i = 0; i < C; ++i) o[i] = (xr[i] - mu) * rs;
-        }
-        if constexpr (!detail::kIsF32<T>) detail::store_row(o, y_p + r * C, 1, C);
-      }
+      });
     });
   });
   detail::finish_output(yc, y);
@@ -92,18 +96,18 @@ void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, doubl
   detail::finish_output(rc, rstd);
 }
 
-void layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                         const Tensor& rstd, const Tensor& grad_x, const Tensor& grad_weight,
-                         const Tensor& grad_bias) {
+void layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& weight,
+                         const Tensor& mean, const Tensor& rstd, const Tensor& grad_x,
+                         const Tensor& grad_weight, const Tensor& grad_bias) {
   const char* op = "layer_norm_backward";
-  TS_CHECK(grad_y.shape() == x.shape() && grad_y.dtype() == x.dtype(), op, "expected grad_y like x, got ",
-           grad_y.describe(), " and x ", x.describe());
+  TS_CHECK(grad_y.shape() == x.shape() && grad_y.dtype() == x.dtype(), op,
+           "expected grad_y like x, got ", grad_y.describe(), " and x ", x.describe());
   const int64_t rows = detail::leading_rows(x), C = detail::last_dim(x);
   check_stats(mean, rows, op, "mean");
   check_stats(rstd, rows, op, "rstd");
   if (grad_x.defined()) {
-    TS_CHECK(grad_x.shape() == x.shape() && grad_x.dtype() == x.dtype(), op, "expected grad_x like x, got ",
-             grad_x.describe(), " and x ", x.describe());
+    TS_CHECK(grad_x.shape() == x.shape() && grad_x.dtype() == x.dtype(), op,
+             "expected grad_x like x, got ", grad_x.describe(), " and x ", x.describe());
   }
   for (const Tensor* g : {&grad_weight, &grad_bias}) {
     if (g->defined()) {
@@ -112,10 +116,12 @@ void layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& we
     }
   }
   const std::vector<float> w = channel_values(weight, C, op, "weight");
-  const bool want_dx = grad_x.defined(), want_dw = grad_weight.defined(), want_db = grad_bias.defined();
+  const bool want_dx = grad_x.defined(), want_dw = grad_weight.defined(),
+             want_db = grad_bias.defined();
   // Per-block partial sums of grad_y * xhat (dw) and grad_y (db), (blocks, C) each.
   const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
-  std::vector<float> dw_part(want_dw ? size_t(blocks * C) : 0), db_part(want_db ? size_t(blocks * C) : 0);
+  std::vector<float> dw_part(want_dw ? size_t(blocks * C) : 0),
+      db_part(want_db ? size_t(blocks * C) : 0);
 
   if (rows > 0 && C > 0 && (want_dx || want_dw || want_db)) {
     Tensor gc = grad_y.contiguous(), xc = x.contiguous();
@@ -132,54 +138,56 @@ void layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& we
       parallel_for(blocks, block_grain, [&](int64_t bbegin, int64_t bend) {
         const size_t n = static_cast<size_t>(C);
         std::vector<float> g_scratch, x_scratch, xhat(n), wg(n), out(n);
-        for (int64_t blk = bbegin; blk < bend; ++blk) {
-          float* dw = want_dw ? dw_part.data() + blk * C : nullptr;
-          float* db = want_db ? db_part.data() + blk * C : nullptr;
-          for (int64_t i = 0; dw && i < C; ++i) dw[i] = 0.0f;
-          for (int64_t i = 0; db && i < C; ++i) db[i] = 0.0f;
-          const int64_t rend = std::min(rows, (blk + 1) * kRowsPerBlock);
-          for (int64_t r = blk * kRowsPerBlock; r < rend; ++r) {
-            const float* gr = detail::row_as_f32(g_p + r * C, 1, C, g_scratch);
-            const float* xr = detail::row_as_f32(x_p + r * C, 1, C, x_scratch);
-            const float mu = mean_p[r], rs = rstd_p[r];
-            float* xh = xhat.data();
+        with_isa([&](auto) {
+          for (int64_t blk = bbegin; blk < bend; ++blk) {
+            float* dw = want_dw ? dw_part.data() + blk * C : nullptr;
+            float* db = want_db ? db_part.data() + blk * C : nullptr;
+            for (int64_t i = 0; dw && i < C; ++i) dw[i] = 0.0f;
+            for (int64_t i = 0; db && i < C; ++i) db[i] = 0.0f;
+            const int64_t rend = std::min(rows, (blk + 1) * kRowsPerBlock);
+            for (int64_t r = blk * kRowsPerBlock; r < rend; ++r) {
+              const float* gr = detail::row_as_f32(g_p + r * C, 1, C, g_scratch);
+              const float* xr = detail::row_as_f32(x_p + r * C, 1, C, x_scratch);
+              const float mu = mean_p[r], rs = rstd_p[r];
+              float* xh = xhat.data();
 #pragma omp simd
-            for (int64_t i = 0; i < C; ++i) xh[i] = (xr[i] - mu) * rs;
-            if (dw) {
+              for (int64_t i = 0; i < C; ++i) xh[i] = (xr[i] - mu) * rs;
+              if (dw) {
 #pragma omp simd
-              for (int64_t i = 0; i < C; ++i) dw[i] += gr[i] * xh[i];
-            }
-            if (db) {
+                for (int64_t i = 0; i < C; ++i) dw[i] += gr[i] * xh[i];
+              }
+              if (db) {
 #pragma omp simd
-              for (int64_t i = 0; i < C; ++i) db[i] += gr[i];
-            }
-            if (!want_dx) continue;
-            // dx = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat))
-            const float* wgr = gr;
-            if (w_p) {
-              float* p = wg.data();
+                for (int64_t i = 0; i < C; ++i) db[i] += gr[i];
+              }
+              if (!want_dx) continue;
+              // dx = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat))
+              const float* wgr = gr;
+              if (w_p) {
+                float* p = wg.data();
 #pragma omp simd
-              for (int64_t i = 0; i < C; ++i) p[i] = gr[i] * w_p[i];
-              wgr = p;
-            }
-            float s1 = 0.0f, s2 = 0.0f;
+                for (int64_t i = 0; i < C; ++i) p[i] = gr[i] * w_p[i];
+                wgr = p;
+              }
+              float s1 = 0.0f, s2 = 0.0f;
 #pragma omp simd reduction(+ : s1, s2)
-            for (int64_t i = 0; i < C; ++i) {
-              s1 += wgr[i];
-              s2 += wgr[i] * xh[i];
-            }
-            const float m1 = s1 / float(C), m2 = s2 / float(C);
-            float* o;
-            if constexpr (detail::kIsF32<T>) {
-              o = gx_p + r * C;
-            } else {
-              o = out.data();
-            }
+              for (int64_t i = 0; i < C; ++i) {
+                s1 += wgr[i];
+                s2 += wgr[i] * xh[i];
+              }
+              const float m1 = s1 / float(C), m2 = s2 / float(C);
+              float* o;
+              if constexpr (detail::kIsF32<T>) {
+                o = gx_p + r * C;
+              } else {
+                o = out.data();
+              }
 #pragma omp simd
-            for (int64_t i = 0; i < C; ++i) o[i] = rs * (wgr[i] - m1 - xh[i] * m2);
-            if constexpr (!detail::kIsF32<T>) detail::store_row(o, gx_p + r * C, 1, C);
+              for (int64_t i = 0; i < C; ++i) o[i] = rs * (wgr[i] - m1 - xh[i] * m2);
+              if constexpr (!detail::kIsF32<T>) detail::store_row(o, gx_p + r * C, 1, C);
+            }
           }
-        }
+        });
       });
     });
     if (want_dx) detail::finish_output(gxc, grad_x);

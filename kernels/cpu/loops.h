@@ -1,6 +1,7 @@
 // Loop skeletons for the CPU element-wise kernels: walk operands of any strides as row segments,
 // threaded over flat element ranges (a long contiguous row is split across threads), with a tight
-// `omp simd` inner loop on contiguous rows.
+// `omp simd` inner loop on contiguous rows (compiled for AVX-512 and AVX2 for f32, chosen at run
+// time).
 #pragma once
 
 #include <array>
@@ -11,6 +12,7 @@
 #include "core/parallel.h"
 #include "core/strided_loop.h"
 #include "core/tensor.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/math.h"
 
 namespace tessera::kernels::cpu {
@@ -40,6 +42,18 @@ inline C pick(bool c, C a, C b) {
     return math::select(c, a, b);
   } else {
     return c ? a : b;
+  }
+}
+
+// Runs body(isa), a contiguous row loop: under with_isa for f32 inputs (the hot path gets an
+// AVX-512 copy chosen at run time), at the baseline for 16-bit and integer types, whose loops are
+// not worth a second copy.
+template <typename In, typename Body>
+inline void contiguous_loop(Body&& body) {
+  if constexpr (std::is_same_v<In, float>) {
+    with_isa(body);
+  } else {
+    body(IsaAvx2{});
   }
 }
 
@@ -75,16 +89,19 @@ void map1(const Tensor& x, const Tensor& out, F f) {
   const auto rs = loop.row_strides();
   Out* po = static_cast<Out*>(out.data_ptr());
   const In* px = static_cast<const In*>(x.data_ptr());
-  parallel_segments(loop, out.numel(), [&](const std::array<int64_t, 2>& off, int64_t n, int64_t) TS_FLATTEN {
+  auto segment = [&](const std::array<int64_t, 2>& off, int64_t n, int64_t) TS_FLATTEN {
     Out* o = po + off[0];
     const In* a = px + off[1];
     if (rs[0] == 1 && rs[1] == 1) {
+      contiguous_loop<In>([&](auto) {
 #pragma omp simd
-      for (int64_t i = 0; i < n; ++i) o[i] = Out(f(C(a[i])));
+        for (int64_t i = 0; i < n; ++i) o[i] = Out(f(C(a[i])));
+      });
     } else {
       for (int64_t i = 0; i < n; ++i) o[i * rs[0]] = Out(f(C(a[i * rs[1]])));
     }
-  });
+  };
+  parallel_segments(loop, out.numel(), segment);
 }
 
 // out = f(a, b) element-wise. Contiguous rows and rows where one operand is a broadcast scalar
@@ -97,25 +114,32 @@ void map2(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
   Out* po = static_cast<Out*>(out.data_ptr());
   const In* pa = static_cast<const In*>(a.data_ptr());
   const In* pb = static_cast<const In*>(b.data_ptr());
-  parallel_segments(loop, out.numel(), [&](const std::array<int64_t, 3>& off, int64_t n, int64_t) TS_FLATTEN {
+  auto segment = [&](const std::array<int64_t, 3>& off, int64_t n, int64_t) TS_FLATTEN {
     Out* o = po + off[0];
     const In* x = pa + off[1];
     const In* y = pb + off[2];
     if (rs[0] == 1 && rs[1] == 1 && rs[2] == 1) {
+      contiguous_loop<In>([&](auto) {
 #pragma omp simd
-      for (int64_t i = 0; i < n; ++i) o[i] = Out(f(C(x[i]), C(y[i])));
+        for (int64_t i = 0; i < n; ++i) o[i] = Out(f(C(x[i]), C(y[i])));
+      });
     } else if (rs[0] == 1 && rs[1] == 1 && rs[2] == 0) {
       const C yv = C(y[0]);
+      contiguous_loop<In>([&](auto) {
 #pragma omp simd
-      for (int64_t i = 0; i < n; ++i) o[i] = Out(f(C(x[i]), yv));
+        for (int64_t i = 0; i < n; ++i) o[i] = Out(f(C(x[i]), yv));
+      });
     } else if (rs[0] == 1 && rs[1] == 0 && rs[2] == 1) {
       const C xv = C(x[0]);
+      contiguous_loop<In>([&](auto) {
 #pragma omp simd
-      for (int64_t i = 0; i < n; ++i) o[i] = Out(f(xv, C(y[i])));
+        for (int64_t i = 0; i < n; ++i) o[i] = Out(f(xv, C(y[i])));
+      });
     } else {
       for (int64_t i = 0; i < n; ++i) o[i * rs[0]] = Out(f(C(x[i * rs[1]]), C(y[i * rs[2]])));
     }
-  });
+  };
+  parallel_segments(loop, out.numel(), segment);
 }
 
 }  // namespace tessera::kernels::cpu

@@ -1,6 +1,6 @@
-// Row primitives shared by the CPU softmax, cross-entropy and layer-norm kernels: a vectorisable
-// f32 exp, max/sum reductions over a row, row loads/stores between 16-bit types and f32, and the
-// contiguous-output plumbing those kernels share.
+// Row primitives shared by the CPU softmax, cross-entropy, layer-norm and attention kernels: a
+// vectorisable f32 exp, max/sum/exp reductions over a row (AVX2 or AVX-512, chosen at run time),
+// row loads/stores between 16-bit types and f32, and the contiguous-output plumbing they share.
 #pragma once
 
 #include <bit>
@@ -13,6 +13,7 @@
 #include "core/factory.h"
 #include "core/half.h"
 #include "core/tensor.h"
+#include "kernels/cpu/cpu_features.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -27,14 +28,14 @@ inline constexpr float kLn2Hi = 0.693359375f;
 inline constexpr float kLn2Lo = -2.12194440e-4f;
 inline constexpr float kMin = -87.33654f, kMax = 88.72283f;
 inline constexpr float kP[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
-                                 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+                                4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
 }  // namespace exp_const
 
-// exp(x) in f32 without a libm call, with an AVX2 twin below (GCC leaves scalar code with clamps
-// unvectorised under -ftrapping-math, and glibc's expf is scalar without -ffast-math). Range
-// reduction x = n*ln2 + r with |r| <= ln2/2, then a degree-6 polynomial for exp(r) (relative error
-// about 1e-7) scaled by 2^n built in the exponent bits. Inputs below about -87.3 return 0
-// (exp(-inf) = 0 for masked scores), above 88.7 return +inf, NaN stays NaN.
+// exp(x) in f32 without a libm call (GCC leaves scalar code with clamps unvectorised under
+// -ftrapping-math, and glibc's expf is scalar without -ffast-math); exp_lanes below does the same
+// steps on vectors. Range reduction x = n*ln2 + r with |r| <= ln2/2, then a degree-6 polynomial
+// for exp(r) (relative error about 1e-7) scaled by 2^n built in the exponent bits. Inputs below
+// about -87.3 return 0 (exp(-inf) = 0 for masked scores), above 88.7 return +inf, NaN stays NaN.
 inline float exp_approx(float x) {
   using namespace exp_const;
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
@@ -57,7 +58,92 @@ inline float exp_approx(float x) {
   return x != x ? x : result;
 }
 
-inline float row_max(const float* x, int64_t n) {
+// f32 vectors one register wide for an ISA tag of with_isa (8 lanes for AVX2, 16 for AVX-512), as
+// GCC vector extensions: the explicit-SIMD row code below is written once and with_isa compiles
+// it for either width. Outside a with_isa body a 16-lane vector is lowered to two AVX2 halves.
+template <int kLanes>
+struct F32Lanes;
+template <>
+struct F32Lanes<8> {
+  typedef float type __attribute__((vector_size(32)));
+};
+template <>
+struct F32Lanes<16> {
+  typedef float type __attribute__((vector_size(64)));
+};
+template <typename Isa>
+using f32v = typename F32Lanes<Isa::kFloatLanes>::type;
+
+// Vectors pass between functions by reference only: GCC passes 64-byte vectors by value
+// differently in AVX-512 and AVX2 functions (-Wpsabi), and references sidestep that.
+#define TS_LANES_INLINE inline __attribute__((always_inline))
+
+// x - 0 is x for every x, -0 and NaN included, so this is an exact broadcast.
+template <typename V>
+TS_LANES_INLINE void splat(V& v, float x) {
+  v = x - V{};
+}
+template <typename V>
+TS_LANES_INLINE void load_lanes(V& v, const float* p) {
+  std::memcpy(&v, p, sizeof(V));
+}
+template <typename V>
+TS_LANES_INLINE void store_lanes(float* p, const V& v) {
+  std::memcpy(p, &v, sizeof(V));
+}
+
+// x = exp_approx(x) on every lane, the same operations in the same order.
+template <typename V>
+TS_LANES_INLINE void exp_lanes(V& x) {
+  using namespace exp_const;
+  using I = decltype(x < x);  // int32 lanes
+  constexpr float kRound = 12582912.0f;
+  V lo, hi, inf, p;
+  splat(lo, kMin);
+  splat(hi, kMax);
+  splat(inf, std::numeric_limits<float>::infinity());
+  const V xc = x < lo ? lo : (x > hi ? hi : x);
+  const V n = (xc * kLog2e + kRound) - kRound;
+  V r = xc - n * kLn2Hi;
+  r = r - n * kLn2Lo;
+  splat(p, kP[0]);
+  for (int k = 1; k < 6; ++k) p = p * r + kP[k];
+  p = p * (r * r) + (r + 1.0f);
+  const I ni = __builtin_convertvector(n, I);
+  const I n1 = ni >> 1, n2 = ni - n1;
+  V result = p * V((n1 + 127) << 23) * V((n2 + 127) << 23);
+  result = x < lo ? V{} : result;
+  result = x > hi ? inf : result;
+  x = x != x ? x : result;
+}
+
+// Sum of the lanes, halving the vector each step (AVX2's usual 128-bit fold order).
+template <typename V>
+TS_LANES_INLINE float hsum_lanes(const V& v) {
+  constexpr int kLanes = int(sizeof(V) / sizeof(float));
+  float a[kLanes];
+  std::memcpy(a, &v, sizeof(V));
+  for (int w = kLanes / 2; w >= 1; w /= 2) {
+    for (int k = 0; k < w; ++k) a[k] += a[k + w];
+  }
+  return a[0];
+}
+
+#ifdef TS_ROW_MATH_AVX2
+// Eight lanes of exp_approx on an intrinsics vector (for AVX2-only code outside this header).
+inline __m256 exp_approx8(__m256 x) {
+  f32v<IsaAvx2> v = x;
+  exp_lanes(v);
+  return v;
+}
+#endif
+
+// Every row helper comes in two forms: f(isa, ...) for callers already inside a with_isa body
+// (the isa tag sets the vector width; the caller's with_isa sets the instruction set), and f(...)
+// which dispatches by itself.
+
+template <typename Isa>
+inline float row_max(Isa, const float* x, int64_t n) {
   float m = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : m)
   for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
@@ -68,7 +154,8 @@ inline float row_max(const float* x, int64_t n) {
 // double, so the error stays that of a 512-element sum.
 inline constexpr int64_t kSumBlock = 512;
 
-inline float row_sum(const float* x, int64_t n) {
+template <typename Isa>
+inline float row_sum(Isa, const float* x, int64_t n) {
   double total = 0.0;
   for (int64_t b = 0; b < n; b += kSumBlock) {
     const int64_t end = n - b < kSumBlock ? n : b + kSumBlock;
@@ -80,64 +167,22 @@ inline float row_sum(const float* x, int64_t n) {
   return float(total);
 }
 
-#ifdef TS_ROW_MATH_AVX2
-// Eight lanes of exp_approx (same steps, same special cases).
-inline __m256 exp_approx8(__m256 x) {
-  using namespace exp_const;
-  __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(kMin)), _mm256_set1_ps(kMax));
-  __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(kLog2e)),
-                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), xc);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
-  __m256 p = _mm256_set1_ps(kP[0]);
-  for (int k = 1; k < 6; ++k) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP[k]));
-  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  __m256i ni = _mm256_cvtps_epi32(n);
-  __m256i n1 = _mm256_srai_epi32(ni, 1);
-  __m256i n2 = _mm256_sub_epi32(ni, n1);
-  __m256i bias = _mm256_set1_epi32(127);
-  __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
-  __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
-  __m256 result = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
-  result = _mm256_blendv_ps(result, _mm256_setzero_ps(),
-                            _mm256_cmp_ps(x, _mm256_set1_ps(kMin), _CMP_LT_OQ));
-  result = _mm256_blendv_ps(result, _mm256_set1_ps(std::numeric_limits<float>::infinity()),
-                            _mm256_cmp_ps(x, _mm256_set1_ps(kMax), _CMP_GT_OQ));
-  return _mm256_blendv_ps(result, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-}
-
-inline float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-#endif
-
 // sum of exp(x[i] - shift) over one block (n <= kSumBlock), stored into out when non-null.
-inline float exp_sum_block(const float* x, float shift, float* out, int64_t n) {
+template <typename Isa>
+inline float exp_sum_block(Isa, const float* x, float shift, float* out, int64_t n) {
+  using V = f32v<Isa>;
+  constexpr int64_t kLanes = Isa::kFloatLanes;
+  V vs, acc = {}, e;
+  splat(vs, shift);
   int64_t i = 0;
-  float s = 0.0f;
-#ifdef TS_ROW_MATH_AVX2
-  const __m256 vs = _mm256_set1_ps(shift);
-  __m256 acc = _mm256_setzero_ps();
-  for (; i + 8 <= n; i += 8) {
-    const __m256 e = exp_approx8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vs));
-    if (out) _mm256_storeu_ps(out + i, e);
-    acc = _mm256_add_ps(acc, e);
+  for (; i + kLanes <= n; i += kLanes) {
+    load_lanes(e, x + i);
+    e -= vs;
+    exp_lanes(e);
+    if (out) store_lanes(out + i, e);
+    acc += e;
   }
-  s = hsum8(acc);
-#else
-  float acc[8] = {};
-  for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) {
-      const float e = exp_approx(x[i + j] - shift);
-      if (out) out[i + j] = e;
-      acc[j] += e;
-    }
-  }
-  s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-#endif
+  float s = hsum_lanes(acc);
   for (; i < n; ++i) {
     const float e = exp_approx(x[i] - shift);
     if (out) out[i] = e;
@@ -146,49 +191,104 @@ inline float exp_sum_block(const float* x, float shift, float* out, int64_t n) {
   return s;
 }
 
-// sum_i exp(x[i] - shift), nothing stored.
-inline float row_exp_sum(const float* x, float shift, int64_t n) {
+// out[i] = exp(x[i] - shift) when out is non-null; returns sum_i exp(x[i] - shift). out may
+// alias x.
+template <typename Isa>
+inline float row_exp_store(Isa isa, const float* x, float shift, float* out, int64_t n) {
   double total = 0.0;
   for (int64_t b = 0; b < n; b += kSumBlock) {
-    total += exp_sum_block(x + b, shift, nullptr, n - b < kSumBlock ? n - b : kSumBlock);
+    const int64_t len = n - b < kSumBlock ? n - b : kSumBlock;
+    total += exp_sum_block(isa, x + b, shift, out ? out + b : nullptr, len);
   }
   return float(total);
 }
 
-// out[i] = exp(x[i] - shift); returns their sum. out may alias x.
-inline float row_exp_store(const float* x, float shift, float* out, int64_t n) {
-  double total = 0.0;
-  for (int64_t b = 0; b < n; b += kSumBlock) {
-    total += exp_sum_block(x + b, shift, out + b, n - b < kSumBlock ? n - b : kSumBlock);
-  }
-  return float(total);
+// sum_i exp(x[i] - shift), nothing stored.
+template <typename Isa>
+inline float row_exp_sum(Isa isa, const float* x, float shift, int64_t n) {
+  return row_exp_store(isa, x, shift, nullptr, n);
 }
 
 // out[i] = exp(x[i] - shift) * scale + add, nothing summed (softmax from a known log-sum-exp, and
 // the cross-entropy gradient's smoothing term).
-inline void row_exp_scale_add(const float* x, float shift, float scale, float add, float* out, int64_t n) {
+template <typename Isa>
+inline void row_exp_scale_add(Isa, const float* x, float shift, float scale, float add, float* out,
+                              int64_t n) {
+  using V = f32v<Isa>;
+  constexpr int64_t kLanes = Isa::kFloatLanes;
+  V vs, vscale, vadd, e;
+  splat(vs, shift);
+  splat(vscale, scale);
+  splat(vadd, add);
   int64_t i = 0;
-#ifdef TS_ROW_MATH_AVX2
-  __m256 vs = _mm256_set1_ps(shift), vscale = _mm256_set1_ps(scale), vadd = _mm256_set1_ps(add);
-  for (; i + 8 <= n; i += 8) {
-    __m256 e = exp_approx8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vs));
-    _mm256_storeu_ps(out + i, _mm256_fmadd_ps(e, vscale, vadd));
+  for (; i + kLanes <= n; i += kLanes) {
+    load_lanes(e, x + i);
+    e -= vs;
+    exp_lanes(e);
+    store_lanes(out + i, V(e * vscale + vadd));
   }
-#endif
   for (; i < n; ++i) out[i] = exp_approx(x[i] - shift) * scale + add;
 }
 
-// out[i] = g[i] - exp(y[i]) * scale (log-softmax and cross-entropy backwards). out may alias g or y.
-inline void row_sub_exp_scale(const float* g, const float* y, float scale, float* out, int64_t n) {
+// out[i] = g[i] - exp(y[i]) * scale (log-softmax and cross-entropy backwards). out may alias g or
+// y.
+template <typename Isa>
+inline void row_sub_exp_scale(Isa, const float* g, const float* y, float scale, float* out,
+                              int64_t n) {
+  using V = f32v<Isa>;
+  constexpr int64_t kLanes = Isa::kFloatLanes;
+  V vscale, e, gv;
+  splat(vscale, scale);
   int64_t i = 0;
-#ifdef TS_ROW_MATH_AVX2
-  __m256 vscale = _mm256_set1_ps(scale);
-  for (; i + 8 <= n; i += 8) {
-    __m256 e = exp_approx8(_mm256_loadu_ps(y + i));
-    _mm256_storeu_ps(out + i, _mm256_fnmadd_ps(e, vscale, _mm256_loadu_ps(g + i)));
+  for (; i + kLanes <= n; i += kLanes) {
+    load_lanes(e, y + i);
+    load_lanes(gv, g + i);
+    exp_lanes(e);
+    store_lanes(out + i, V(gv - e * vscale));
   }
-#endif
   for (; i < n; ++i) out[i] = g[i] - exp_approx(y[i]) * scale;
+}
+
+// row[i] = exp(row[i] - sub[i]) (attention backward's probabilities from saved log-sum-exps).
+template <typename Isa>
+inline void row_exp_sub(Isa, float* row, const float* sub, int64_t n) {
+  using V = f32v<Isa>;
+  constexpr int64_t kLanes = Isa::kFloatLanes;
+  V e, s;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    load_lanes(e, row + i);
+    load_lanes(s, sub + i);
+    e -= s;
+    exp_lanes(e);
+    store_lanes(row + i, e);
+  }
+  for (; i < n; ++i) row[i] = exp_approx(row[i] - sub[i]);
+}
+
+#undef TS_LANES_INLINE
+
+inline float row_max(const float* x, int64_t n) {
+  return with_isa([&](auto isa) { return row_max(isa, x, n); });
+}
+inline float row_sum(const float* x, int64_t n) {
+  return with_isa([&](auto isa) { return row_sum(isa, x, n); });
+}
+inline float row_exp_sum(const float* x, float shift, int64_t n) {
+  return with_isa([&](auto isa) { return row_exp_sum(isa, x, shift, n); });
+}
+inline float row_exp_store(const float* x, float shift, float* out, int64_t n) {
+  return with_isa([&](auto isa) { return row_exp_store(isa, x, shift, out, n); });
+}
+inline void row_exp_scale_add(const float* x, float shift, float scale, float add, float* out,
+                              int64_t n) {
+  with_isa([&](auto isa) { row_exp_scale_add(isa, x, shift, scale, add, out, n); });
+}
+inline void row_sub_exp_scale(const float* g, const float* y, float scale, float* out, int64_t n) {
+  with_isa([&](auto isa) { row_sub_exp_scale(isa, g, y, scale, out, n); });
+}
+inline void row_exp_sub(float* row, const float* sub, int64_t n) {
+  with_isa([&](auto isa) { row_exp_sub(isa, row, sub, n); });
 }
 
 template <typename T>
@@ -217,7 +317,8 @@ inline void store_row(const float* src, T* dst, int64_t stride, int64_t n) {
 // A row of a T tensor as contiguous f32: the row itself when it already is one, else a copy into
 // `scratch` (sized by the caller's thread).
 template <typename T>
-inline const float* row_as_f32(const T* src, int64_t stride, int64_t n, std::vector<float>& scratch) {
+inline const float* row_as_f32(const T* src, int64_t stride, int64_t n,
+                               std::vector<float>& scratch) {
   if constexpr (kIsF32<T>) {
     if (stride == 1) return src;
   }

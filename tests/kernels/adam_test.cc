@@ -1,14 +1,14 @@
 // Tests for the CPU Adam / AdamW update against a double-precision PyTorch-style loop over several
 // steps, bit-equality of the vectorised path with the shared adam_element math, odd sizes (vector
 // tails, threads), 16-bit params and grads, and operand checks.
-#include <catch2/catch.hpp>
+#include "kernels/cpu/adam.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
 
 #include "core/factory.h"
 #include "kernels/adam_math.h"
-#include "kernels/cpu/adam.h"
 
 namespace {
 
@@ -50,7 +50,8 @@ void ref_step(State& s, const std::vector<double>& g, const AdamStep& h) {
 
 // |got - want| <= atol + rtol |want|. Params start near 1, so their f32 rounding is absolute (~1e-7
 // per step) even where the value has moved close to 0.
-void expect_close(const std::vector<double>& got, const std::vector<double>& want, double atol, double rtol) {
+void expect_close(const std::vector<double>& got, const std::vector<double>& want, double atol,
+                  double rtol) {
   REQUIRE(got.size() == want.size());
   int64_t bad = 0;
   for (size_t i = 0; i < got.size(); ++i) {
@@ -70,7 +71,11 @@ TEST_CASE("adam_update follows Adam and AdamW over several steps", "[adam]") {
       INFO("n " << n << (decoupled ? " AdamW" : " Adam"));
       Tensor p = randn_of({n}, 1), m = zeros({n}), v = zeros({n});
       State ref{values(p), std::vector<double>(n, 0.0), std::vector<double>(n, 0.0)};
-      AdamStep h{.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
+      AdamStep h{.lr = 1e-2f,
+                 .beta1 = 0.9f,
+                 .beta2 = 0.95f,
+                 .eps = 1e-8f,
+                 .weight_decay = 0.1f,
                  .decoupled = decoupled};
       for (int64_t step = 1; step <= 5; ++step) {
         h.step = step;
@@ -90,11 +95,12 @@ TEST_CASE("adam_update's vector path equals the shared per-element math", "[adam
   Tensor p = randn_of({n}, 2), g = randn_of({n}, 3), m = randn_of({n}, 4), v = randn_of({n}, 5);
   float* vp = v.data<float>();
   for (int64_t i = 0; i < n; ++i) vp[i] = std::abs(vp[i]);
-  std::vector<float> sp(p.data<float>(), p.data<float>() + n), sm(m.data<float>(), m.data<float>() + n),
-      sv(vp, vp + n);
+  std::vector<float> sp(p.data<float>(), p.data<float>() + n),
+      sm(m.data<float>(), m.data<float>() + n), sv(vp, vp + n);
   const std::vector<float> sg(g.data<float>(), g.data<float>() + n);
   const AdamStep h{.lr = 3e-4f, .weight_decay = 0.01f, .decoupled = true, .step = 17};
-  const auto c = kernels::adam_coeffs(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.decoupled, h.step);
+  const auto c =
+      kernels::adam_coeffs(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.decoupled, h.step);
   for (int64_t i = 0; i < n; ++i) kernels::adam_element(sp[i], sg[i], sm[i], sv[i], c);
   kc::adam_update(p, g, m, v, h);
   int64_t differ = 0;
@@ -128,8 +134,9 @@ TEST_CASE("adam_update checks its operands", "[adam]") {
   Tensor p = zeros({4}), g = zeros({4}), m = zeros({4}), v = zeros({4});
   CHECK_THROWS_AS(kc::adam_update(p, zeros({5}), m, v, {}), ValueError);
   CHECK_THROWS_AS(kc::adam_update(p, g, zeros({4}, {.dtype = DType::bf16}), v, {}), ValueError);
-  CHECK_THROWS_AS(kc::adam_update(zeros({2, 4}).transpose(0, 1), zeros({4, 2}), zeros({8}), zeros({8}), {}),
-                  ValueError);
+  CHECK_THROWS_AS(
+      kc::adam_update(zeros({2, 4}).transpose(0, 1), zeros({4, 2}), zeros({8}), zeros({8}), {}),
+      ValueError);
   CHECK_THROWS_AS(kc::adam_update(p, g, m, v, {.step = 0}), ValueError);
   CHECK_THROWS_AS(kc::adam_update(p, zeros({4}, {.dtype = DType::i32}), m, v, {}), ValueError);
 }

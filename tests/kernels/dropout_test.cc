@@ -1,15 +1,15 @@
-// Tests for the CPU dropout: the mask is exactly philox_uniform(seed, offset + i) >= p over the flat
-// row-major index, kept values are scaled by 1/(1-p), the keep rate is 1-p, and the mask depends
-// only on (seed, offset + i): not on threads, layout, dtype or how the tensor is split.
-#include <catch2/catch.hpp>
+// Tests for the CPU dropout: the mask is exactly philox_uniform(seed, offset + i) >= p over the
+// flat row-major index, kept values are scaled by 1/(1-p), the keep rate is 1-p, and the mask
+// depends only on (seed, offset + i): not on threads, layout, dtype or how the tensor is split.
+#include "kernels/cpu/dropout.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
 
 #include "core/factory.h"
 #include "core/parallel.h"
 #include "core/philox.h"
-#include "kernels/cpu/dropout.h"
 #include "kernels/dropout_math.h"
 
 namespace {
@@ -29,8 +29,8 @@ Tensor randn_of(const Shape& shape, uint64_t seed, DType dtype = DType::f32) {
 }
 
 // The documented definition, element by element, in the input's (row-major) value order.
-void check_against_definition(const Tensor& x, const Tensor& out, double p, uint64_t seed, uint64_t offset,
-                              double rtol) {
+void check_against_definition(const Tensor& x, const Tensor& out, double p, uint64_t seed,
+                              uint64_t offset, double rtol) {
   const std::vector<double> vx = values(x), vo = values(out);
   const double scale = 1.0 / (1.0 - p);
   int64_t bad = 0;
@@ -106,7 +106,8 @@ TEST_CASE("dropout masks repeat for the same seed and offset and differ otherwis
   CHECK(std::equal(vd.begin(), vd.end() - 1, va.begin() + 1));
 }
 
-TEST_CASE("dropout of a row shard with a shifted offset equals the shard of the whole", "[dropout]") {
+TEST_CASE("dropout of a row shard with a shifted offset equals the shard of the whole",
+          "[dropout]") {
   const int64_t C = 37;
   Tensor x = randn_of({12, C}, 5);
   Tensor whole = empty({12, C});
@@ -116,7 +117,8 @@ TEST_CASE("dropout of a row shard with a shifted offset equals the shard of the 
   CHECK(values(part) == values(whole.slice(0, 4, 8)));
 }
 
-TEST_CASE("dropout indexes strided tensors in row-major order and ignores threads and dtype", "[dropout]") {
+TEST_CASE("dropout indexes strided tensors in row-major order and ignores threads and dtype",
+          "[dropout]") {
   Tensor xt = randn_of({40, 30}, 6).transpose(0, 1);  // (30, 40), strided
   Tensor out = empty({40, 30}).transpose(0, 1);
   kc::dropout(xt, 0.25, 7, 11, out);

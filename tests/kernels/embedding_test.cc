@@ -1,14 +1,14 @@
 // Tests for the CPU embedding: the forward gathers rows for i32 / i64 ids of any shape from any
 // layout; the backward accumulates into grad_weight exactly like a serial loop (repeats included),
 // identically for any thread count, and rejects out-of-range ids.
-#include <catch2/catch.hpp>
+#include "kernels/cpu/embedding.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
 
 #include "core/factory.h"
 #include "core/parallel.h"
-#include "kernels/cpu/embedding.h"
 
 namespace {
 
@@ -49,8 +49,8 @@ void check_forward(const Tensor& weight, const Tensor& ids, const Tensor& out) {
 }
 
 // grad_weight after `before` += rows of grad_out, summed in double in position order.
-std::vector<double> ref_backward(const std::vector<double>& before, const Tensor& grad_out, const Tensor& ids,
-                                 int64_t C) {
+std::vector<double> ref_backward(const std::vector<double>& before, const Tensor& grad_out,
+                                 const Tensor& ids, int64_t C) {
   std::vector<double> out = before;
   const std::vector<double> g = values(grad_out);
   const std::vector<int64_t> id = id_values(ids);
@@ -63,7 +63,8 @@ std::vector<double> ref_backward(const std::vector<double>& before, const Tensor
 void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tol) {
   REQUIRE(got.size() == want.size());
   int64_t bad = 0;
-  for (size_t i = 0; i < got.size(); ++i) bad += !(std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i])));
+  for (size_t i = 0; i < got.size(); ++i)
+    bad += !(std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i])));
   CHECK(bad == 0);
 }
 
@@ -88,19 +89,23 @@ TEST_CASE("embedding gathers rows for i32 and i64 ids of any shape", "[embedding
 
 TEST_CASE("embedding reads strided tables and ids and writes strided outputs", "[embedding]") {
   Tensor weight = randn_of({6, 9}, 4).transpose(0, 1);  // (9, 6) with column stride 9
-  Tensor ids = ids_of(std::vector<int64_t>{8, 1, 2, 8, 0, 5, 1, 1}, {2, 4}).transpose(0, 1);  // (4, 2)
+  Tensor ids =
+      ids_of(std::vector<int64_t>{8, 1, 2, 8, 0, 5, 1, 1}, {2, 4}).transpose(0, 1);  // (4, 2)
   Tensor out = empty({6, 4, 2}).permute({1, 2, 0});  // (4, 2, 6), strided
   check_forward(weight, ids, out);
   Tensor wh = randn_of({7, 3}, 5, DType::bf16);
-  check_forward(wh, ids_of(std::vector<int64_t>{6, 0, 6}, {3}), empty({3, 3}, {.dtype = DType::bf16}));
+  check_forward(wh, ids_of(std::vector<int64_t>{6, 0, 6}, {3}),
+                empty({3, 3}, {.dtype = DType::bf16}));
 }
 
 TEST_CASE("embedding rejects ids out of range and mismatched outputs", "[embedding]") {
   Tensor weight = randn_of({4, 3}, 6);
   Tensor bad = ids_of(std::vector<int64_t>{1, 4}, {2});
   CHECK_THROWS_WITH(kc::embedding(weight, bad, empty({2, 3})), Catch::Contains("got 4"));
-  CHECK_THROWS_AS(kc::embedding(weight, ids_of(std::vector<int64_t>{-1}, {1}), empty({1, 3})), ValueError);
-  CHECK_THROWS_AS(kc::embedding(weight, ids_of(std::vector<int64_t>{1}, {1}), empty({1, 4})), ValueError);
+  CHECK_THROWS_AS(kc::embedding(weight, ids_of(std::vector<int64_t>{-1}, {1}), empty({1, 3})),
+                  ValueError);
+  CHECK_THROWS_AS(kc::embedding(weight, ids_of(std::vector<int64_t>{1}, {1}), empty({1, 4})),
+                  ValueError);
   CHECK_THROWS_AS(kc::embedding_backward(empty({2, 3}), bad, zeros({4, 3})), ValueError);
 }
 

@@ -1,14 +1,14 @@
 // Tests for the CPU gather / scatter_add against naive N-d loops with torch semantics: every dim
 // (negative included), index smaller than the other operands, strided operands, several dtypes,
 // duplicate indices, thread-count independence, and index range errors naming value and bound.
-#include <catch2/catch.hpp>
+#include "kernels/cpu/index.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
 
 #include "core/factory.h"
 #include "core/parallel.h"
-#include "kernels/cpu/index.h"
 
 namespace {
 
@@ -62,7 +62,8 @@ std::vector<double> ref_gather(const Tensor& x, int64_t dim, const Tensor& index
   return out;
 }
 
-std::vector<double> ref_scatter_add(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out) {
+std::vector<double> ref_scatter_add(const Tensor& src, int64_t dim, const Tensor& index,
+                                    const Tensor& out) {
   const std::vector<double> vs = values(src), vi = values(index);
   std::vector<double> result = values(out);
   for_each_index(index.shape(), [&](std::vector<int64_t> idx) {
@@ -76,7 +77,8 @@ std::vector<double> ref_scatter_add(const Tensor& src, int64_t dim, const Tensor
 void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tol) {
   REQUIRE(got.size() == want.size());
   int64_t bad = 0;
-  for (size_t i = 0; i < got.size(); ++i) bad += !(std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i])));
+  for (size_t i = 0; i < got.size(); ++i)
+    bad += !(std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i])));
   CHECK(bad == 0);
 }
 
@@ -103,10 +105,11 @@ TEST_CASE("gather matches torch semantics along every dim", "[index]") {
 }
 
 TEST_CASE("gather handles strided operands and every dtype", "[index]") {
-  Tensor x = randn_of({6, 5}, 2).transpose(0, 1);           // (5, 6), strided
-  Tensor index = random_index({7, 4}, 5, 3).transpose(0, 1);  // (4, 7), strided, for dim 0 of (5, 7)
+  Tensor x = randn_of({6, 5}, 2).transpose(0, 1);  // (5, 6), strided
+  Tensor index =
+      random_index({7, 4}, 5, 3).transpose(0, 1);  // (4, 7), strided, for dim 0 of (5, 7)
   Tensor idx1 = random_index({4, 9}, 6, 4).slice(1, 0, 9, 2);  // (4, 5) with column stride 2
-  Tensor out = empty({5, 4}).transpose(0, 1);                 // (4, 5), strided
+  Tensor out = empty({5, 4}).transpose(0, 1);                  // (4, 5), strided
   kc::gather(x, 1, idx1, out);
   CHECK(values(out) == ref_gather(x, 1, idx1));
   Tensor x0 = randn_of({5, 7}, 5), out0 = empty({4, 7});
@@ -179,11 +182,15 @@ TEST_CASE("scatter_add is identical for every thread count", "[index]") {
 TEST_CASE("gather and scatter_add reject bad indices with value and bound", "[index]") {
   Tensor x = randn_of({3, 5}, 50);
   Tensor bad = from_vector(std::vector<int64_t>{0, 5, 1}, {3, 1}, {.dtype = DType::i64});
-  CHECK_THROWS_WITH(kc::gather(x, 1, bad, empty({3, 1})), Catch::Contains("got 5") && Catch::Contains("[0, 5)"));
+  CHECK_THROWS_WITH(kc::gather(x, 1, bad, empty({3, 1})),
+                    Catch::Contains("got 5") && Catch::Contains("[0, 5)"));
   Tensor neg = from_vector(std::vector<int64_t>{0, -1, 1}, {3, 1}, {.dtype = DType::i64});
-  CHECK_THROWS_WITH(kc::scatter_add(randn_of({3, 1}, 51), 1, neg, zeros({3, 5})), Catch::Contains("got -1"));
-  CHECK_THROWS_AS(kc::gather(x, 2, bad, empty({3, 1})), ValueError);                      // dim out of range
-  CHECK_THROWS_AS(kc::gather(x, 1, bad.to(DType::i32), empty({3, 1})), ValueError);       // index dtype
-  CHECK_THROWS_AS(kc::gather(x, 1, random_index({4, 1}, 5, 1), empty({4, 1})), ValueError);  // too many rows
-  CHECK_THROWS_AS(kc::gather(x, 1, random_index({3, 1}, 5, 1), empty({3, 2})), ValueError);  // out shape
+  CHECK_THROWS_WITH(kc::scatter_add(randn_of({3, 1}, 51), 1, neg, zeros({3, 5})),
+                    Catch::Contains("got -1"));
+  CHECK_THROWS_AS(kc::gather(x, 2, bad, empty({3, 1})), ValueError);  // dim out of range
+  CHECK_THROWS_AS(kc::gather(x, 1, bad.to(DType::i32), empty({3, 1})), ValueError);  // index dtype
+  CHECK_THROWS_AS(kc::gather(x, 1, random_index({4, 1}, 5, 1), empty({4, 1})),
+                  ValueError);  // too many rows
+  CHECK_THROWS_AS(kc::gather(x, 1, random_index({3, 1}, 5, 1), empty({3, 2})),
+                  ValueError);  // out shape
 }

@@ -1,14 +1,14 @@
 // Tests for the CPU layer norm against double-precision loops: GPT-2 and odd shapes, with and
 // without affine parameters, strided inputs and outputs, 16-bit inputs, optional gradients, a
 // finite-difference check of every gradient, and thread-count-independent parameter gradients.
-#include <catch2/catch.hpp>
+#include "kernels/cpu/layer_norm.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
 
 #include "core/factory.h"
 #include "core/parallel.h"
-#include "kernels/cpu/layer_norm.h"
 
 namespace {
 
@@ -32,7 +32,8 @@ Shape stats_shape(const Tensor& x) {
   return s;
 }
 
-void expect_close(const std::vector<double>& got, const std::vector<double>& want, double atol, double rtol) {
+void expect_close(const std::vector<double>& got, const std::vector<double>& want, double atol,
+                  double rtol) {
   REQUIRE(got.size() == want.size());
   int64_t bad = 0;
   for (size_t i = 0; i < got.size(); ++i) {
@@ -49,8 +50,8 @@ struct Ref {
 };
 
 // Double-precision layer norm and its gradients for contiguous (rows, C) values; w, b may be empty.
-Ref reference(const std::vector<double>& x, const std::vector<double>& w, const std::vector<double>& b,
-              const std::vector<double>& gy, int64_t C, double eps) {
+Ref reference(const std::vector<double>& x, const std::vector<double>& w,
+              const std::vector<double>& b, const std::vector<double>& gy, int64_t C, double eps) {
   const int64_t rows = int64_t(x.size()) / C;
   Ref r;
   r.y.resize(x.size());
@@ -92,9 +93,10 @@ TEST_CASE("layer_norm forward and backward match double loops", "[layer_norm]") 
     Shape shape;
     bool weight, bias;
   };
-  const std::vector<Case> cases = {{{1, 1}, true, true},    {{3, 5}, true, true},     {{256, 768}, true, true},
-                                   {{2, 3, 17}, true, false}, {{4, 33}, false, true},  {{5, 8}, false, false},
-                                   {{1, 768}, true, true},  {{37, 129}, true, true}};
+  const std::vector<Case> cases = {{{1, 1}, true, true},     {{3, 5}, true, true},
+                                   {{256, 768}, true, true}, {{2, 3, 17}, true, false},
+                                   {{4, 33}, false, true},   {{5, 8}, false, false},
+                                   {{1, 768}, true, true},   {{37, 129}, true, true}};
   uint64_t seed = 100;
   for (const Case& tc : cases) {
     INFO("shape " << shape_str(tc.shape) << " weight " << tc.weight << " bias " << tc.bias);
@@ -146,7 +148,8 @@ TEST_CASE("layer_norm on f16 and bf16 inputs with f32 or 16-bit parameters", "[l
       const Ref ref = reference(values(x), values(w), values(b), values(gy), 96, 1e-5);
       const double tol = dt == DType::bf16 ? 2e-2 : 3e-3;
       expect_close(values(y), ref.y, tol, tol);
-      Tensor gx = empty({9, 96}, {.dtype = dt}), gw = empty({96}, {.dtype = pt}), gb = empty({96}, {.dtype = pt});
+      Tensor gx = empty({9, 96}, {.dtype = dt}), gw = empty({96}, {.dtype = pt}),
+             gb = empty({96}, {.dtype = pt});
       kc::layer_norm_backward(gy, x, w, mean, rstd, gx, gw, gb);
       expect_close(values(gx), ref.gx, tol, tol);
       expect_close(values(gw), ref.gw, 4 * tol, tol);
@@ -167,7 +170,8 @@ TEST_CASE("layer_norm_backward computes only the gradients asked for", "[layer_n
   kc::layer_norm_backward(gy, x, w, mean, rstd, Tensor(), gw, gb);
   expect_close(values(gw), ref.gw, 1e-5, 1e-4);
   expect_close(values(gb), ref.gb, 1e-5, 1e-4);
-  CHECK_THROWS_AS(kc::layer_norm_backward(gy, x, w, mean, rstd, Tensor(), empty({11}), Tensor()), ValueError);
+  CHECK_THROWS_AS(kc::layer_norm_backward(gy, x, w, mean, rstd, Tensor(), empty({11}), Tensor()),
+                  ValueError);
   CHECK_THROWS_AS(kc::layer_norm(x, randn_of({5}, 1), Tensor(), 1e-5, y, mean, rstd), ValueError);
 }
 
@@ -198,7 +202,8 @@ TEST_CASE("layer_norm gradients agree with finite differences of the forward", "
     return (lp - lm) / (2 * h);
   };
   const std::vector<double> agx = values(gx), agw = values(gw), agb = values(gb);
-  for (int64_t i = 0; i < rows * C; ++i) CHECK(agx[i] == Approx(numeric(x, i, 0)).margin(2e-3).epsilon(1e-2));
+  for (int64_t i = 0; i < rows * C; ++i)
+    CHECK(agx[i] == Approx(numeric(x, i, 0)).margin(2e-3).epsilon(1e-2));
   for (int64_t c = 0; c < C; ++c) {
     CHECK(agw[c] == Approx(numeric(w, c, 1)).margin(1e-3).epsilon(1e-3));
     CHECK(agb[c] == Approx(numeric(b, c, 2)).margin(1e-3).epsilon(1e-3));

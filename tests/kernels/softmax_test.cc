@@ -1,14 +1,14 @@
 // Tests for the CPU softmax family against double-precision loops: odd row widths up to 50257,
 // 3-D inputs, transposed / sliced inputs and outputs, 16-bit floats, extreme and masked values, and
 // both backwards against their formulas and against finite differences of the forward kernels.
-#include <catch2/catch.hpp>
+#include "kernels/cpu/softmax.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "core/factory.h"
-#include "kernels/cpu/softmax.h"
 
 namespace {
 
@@ -47,7 +47,8 @@ std::vector<double> ref_softmax(const std::vector<double>& x, int64_t cols, bool
   return out;
 }
 
-void expect_close(const std::vector<double>& got, const std::vector<double>& want, double atol, double rtol) {
+void expect_close(const std::vector<double>& got, const std::vector<double>& want, double atol,
+                  double rtol) {
   REQUIRE(got.size() == want.size());
   int64_t bad = 0;
   for (size_t i = 0; i < got.size(); ++i) {
@@ -71,7 +72,8 @@ void check_forward(const Tensor& x, const Tensor& out, bool log, double atol, do
 }  // namespace
 
 TEST_CASE("softmax and log_softmax match double loops on odd sizes", "[softmax]") {
-  const std::vector<Shape> shapes = {{1, 1}, {1, 7}, {3, 1}, {3, 5}, {17, 33}, {3, 50257}, {2, 3, 9}, {5}};
+  const std::vector<Shape> shapes = {{1, 1},   {1, 7},     {3, 1},    {3, 5},
+                                     {17, 33}, {3, 50257}, {2, 3, 9}, {5}};
   uint64_t seed = 1;
   for (const Shape& shape : shapes) {
     for (bool log : {false, true}) {
@@ -84,7 +86,8 @@ TEST_CASE("softmax and log_softmax match double loops on odd sizes", "[softmax]"
 
 TEST_CASE("softmax rows sum to one and survive large and masked values", "[softmax]") {
   const float inf = std::numeric_limits<float>::infinity();
-  Tensor x = from_vector(std::vector<float>{1000.f, 1001.f, 999.f, -inf, -1000.f, -1001.f, -inf, -999.f}, {2, 4});
+  Tensor x = from_vector(
+      std::vector<float>{1000.f, 1001.f, 999.f, -inf, -1000.f, -1001.f, -inf, -999.f}, {2, 4});
   Tensor y = empty({2, 4});
   kc::softmax(x, y);
   std::vector<double> v = values(y);
@@ -151,7 +154,8 @@ TEST_CASE("softmax and log_softmax backwards match their formulas", "[softmax]")
       std::vector<double> vy = values(y), vg = values(gy), want(vy.size());
       for (int64_t r = 0; r < rows; ++r) {
         double acc = 0.0;
-        for (int64_t i = 0; i < cols; ++i) acc += log ? vg[r * cols + i] : vg[r * cols + i] * vy[r * cols + i];
+        for (int64_t i = 0; i < cols; ++i)
+          acc += log ? vg[r * cols + i] : vg[r * cols + i] * vy[r * cols + i];
         for (int64_t i = 0; i < cols; ++i) {
           const int64_t k = r * cols + i;
           want[k] = log ? vg[k] - std::exp(vy[k]) * acc : vy[k] * (vg[k] - acc);
@@ -207,7 +211,8 @@ TEST_CASE("softmax backward handles 16-bit and strided operands", "[softmax]") {
   Tensor y = empty({4, 9}), gx = empty({9, 4}).transpose(0, 1);
   kc::softmax(x, y);
   kc::softmax_backward(y, gy, gx);
-  Tensor yh = y.to(DType::bf16), gyh = gy.to(DType::bf16), gxh = empty({4, 9}, {.dtype = DType::bf16});
+  Tensor yh = y.to(DType::bf16), gyh = gy.to(DType::bf16),
+         gxh = empty({4, 9}, {.dtype = DType::bf16});
   kc::softmax_backward(yh, gyh, gxh);
   expect_close(values(gxh), values(gx), 2e-2, 2e-2);
   CHECK_THROWS_AS(kc::softmax_backward(y, gyh, gx), ValueError);
