@@ -1,0 +1,60 @@
+// BERT's parts around the encoder stack: the embeddings (word + position + token type, LayerNorm,
+// dropout), the masked-LM head (dense, GELU, LayerNorm, decoder tied to the word embeddings plus a
+// bias) and the pooler (tanh dense on the [CLS] token) that feeds sequence classification.
+#pragma once
+
+#include <memory>
+
+#include "core/generator.h"
+#include "models/bert/bert_config.h"
+#include "models/nn/nn.h"
+
+namespace tessera::bert {
+
+class BertEmbeddings : public nn::Module {
+ public:
+  // Children: word_embeddings, position_embeddings, token_type_embeddings, layer_norm, dropout.
+  BertEmbeddings(const BertConfig& config, Generator& gen);
+  std::string type_name() const override { return "BertEmbeddings"; }
+
+  // ids (B, T), token_type_ids (B, T) or undefined (all type 0) -> (B, T, C).
+  Tensor forward(const Tensor& ids, const Tensor& token_type_ids);
+
+  const std::shared_ptr<nn::Embedding>& word_embeddings() const { return word_; }
+
+ private:
+  int64_t max_positions_;
+  std::shared_ptr<nn::Embedding> word_, position_, token_type_;
+  std::shared_ptr<nn::LayerNorm> layer_norm_;
+  std::shared_ptr<nn::Dropout> dropout_;
+};
+
+class BertMLMHead : public nn::Module {
+ public:
+  // Children: dense (C -> C), layer_norm, decoder (an LMHead on `word_embeddings` with a bias).
+  BertMLMHead(const BertConfig& config, const Tensor& word_embeddings, Generator& gen);
+  std::string type_name() const override { return "BertMLMHead"; }
+
+  // hidden (B, T, C) -> logits (B, T, vocab)
+  Tensor forward(const Tensor& hidden);
+
+ private:
+  std::shared_ptr<nn::Linear> dense_;
+  std::shared_ptr<nn::LayerNorm> layer_norm_;
+  std::shared_ptr<nn::LMHead> decoder_;
+};
+
+class BertPooler : public nn::Module {
+ public:
+  // Child: dense (C -> C).
+  BertPooler(const BertConfig& config, Generator& gen);
+  std::string type_name() const override { return "BertPooler"; }
+
+  // hidden (B, T, C) -> tanh(dense(hidden[:, 0])) (B, C)
+  Tensor forward(const Tensor& hidden);
+
+ private:
+  std::shared_ptr<nn::Linear> dense_;
+};
+
+}  // namespace tessera::bert

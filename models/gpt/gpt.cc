@@ -1,0 +1,67 @@
+// GPT-2 decoder construction, forward, loss (see gpt.h).
+#include "models/gpt/gpt.h"
+
+#include "autograd/ops.h"
+
+namespace tessera::gpt {
+
+GPT::GPT(const GPTConfig& config, Generator& gen) : config_(config) {
+  config.validate();
+  const GPTConfig& c = config_;
+  wte_ = register_module(
+      "wte",
+      nn::make_embedding({.num_embeddings = c.vocab_size, .dim = c.d_model, .init_std = c.init_std},
+                         gen, nn::ParallelStyle::vocab));
+  wpe_ = register_module(
+      "wpe",
+      nn::make_embedding(
+          {.num_embeddings = c.context_length, .dim = c.d_model, .init_std = c.init_std}, gen));
+  drop_ = register_module("drop", std::make_shared<nn::Dropout>(c.dropout));
+  h_ = register_module("h", std::make_shared<nn::ModuleList>());
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    h_->push_back(nn::make_block({.d_model = c.d_model,
+                                  .n_heads = c.n_heads,
+                                  .mlp_hidden = c.mlp_hidden,
+                                  .causal = true,
+                                  .pre_ln = true,
+                                  .ln_eps = c.ln_eps,
+                                  .gelu = "tanh",
+                                  .bias = c.bias,
+                                  .dropout = c.dropout,
+                                  .attn_dropout = c.attn_dropout,
+                                  .init_std = c.init_std,
+                                  .residual_layers = c.n_layers,
+                                  .checkpoint = c.checkpoint},
+                                 gen));
+  }
+  ln_f_ = register_module("ln_f", nn::make_layer_norm({.dim = c.d_model, .eps = c.ln_eps}));
+  const nn::LMHeadSpec head{
+      .d_model = c.d_model, .vocab_size = c.vocab_size, .bias = false, .init_std = c.init_std};
+  lm_head_ = register_module(
+      "lm_head", c.tie_embeddings
+                     ? nn::make_tied_lm_head(head, wte_->weight(), nn::ParallelStyle::vocab)
+                     : nn::make_lm_head(head, gen, nn::ParallelStyle::vocab));
+}
+
+Tensor GPT::forward(const Tensor& ids) {
+  TS_CHECK(ids.defined() && ids.dim() == 2 && ids.size(1) >= 1 &&
+               ids.size(1) <= config_.context_length &&
+               (ids.dtype() == DType::i64 || ids.dtype() == DType::i32),
+           "GPT", "expected token ids (B, T) i32/i64 with 1 <= T <= ", config_.context_length,
+           ", got ", ids.defined() ? ids.describe() : "undefined");
+  const int64_t t = ids.size(1);
+  Tensor pos = arange(0, double(t), 1.0, {.dtype = DType::i64, .device = ids.device()});  // (T)
+  Tensor x = drop_->forward(wte_->forward(ids) + wpe_->forward(pos));  // (B, T, C)
+  for (size_t i = 0; i < h_->size(); ++i) x = h_->at<nn::Block>(i)->forward(x);
+  return lm_head_->forward(ln_f_->forward(x));  // (B, T, V)
+}
+
+Tensor GPT::loss(const Tensor& ids, const Tensor& targets) {
+  TS_CHECK(targets.defined() && targets.shape() == ids.shape(), "GPT.loss",
+           "expected targets of the ids' shape ", shape_str(ids.shape()), ", got ",
+           targets.defined() ? targets.describe() : "undefined");
+  Tensor tgt = targets.dtype() == DType::i64 ? targets : targets.to(DType::i64);
+  return cross_entropy(forward(ids), tgt);
+}
+
+}  // namespace tessera::gpt

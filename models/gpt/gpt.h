@@ -1,0 +1,55 @@
+// GPT-2 style decoder: token + learned position embeddings, dropout, N pre-LN causal blocks, a
+// final LayerNorm and an LM head tied to the token embedding. Written once, serially, through the
+// models/nn factories; parameter names follow GPT-2 (wte, wpe, h.N.attn.c_attn, ln_f, lm_head).
+#pragma once
+
+#include <memory>
+
+#include "core/generator.h"
+#include "models/gpt/gpt_config.h"
+#include "models/nn/nn.h"
+
+namespace tessera::gpt {
+
+class GPT : public nn::Module {
+ public:
+  // Weights drawn from gen as GPT-2 does: N(0, init_std) for embeddings and linears, the two
+  // residual projections of each block N(0, init_std / sqrt(2 * n_layers)), zero biases, unit
+  // LayerNorm gains.
+  GPT(const GPTConfig& config, Generator& gen);
+  std::string type_name() const override { return "GPT"; }
+
+  // ids (B, T) i32/i64 with T <= context_length -> logits (B, T, vocab_size).
+  Tensor forward(const Tensor& ids);
+  // Mean cross-entropy of forward(ids) against targets (B, T) (-100 entries are ignored).
+  Tensor loss(const Tensor& ids, const Tensor& targets);
+
+  // Appends max_new_tokens tokens to ids (B, T0) and returns them all (B, T0 + max_new_tokens) i64.
+  // Each step looks at the last context_length tokens. temperature 0 picks the most likely token
+  // (greedy, the first of ties); otherwise a token is drawn from softmax(logits / temperature)
+  // restricted to the top_k most likely (top_k <= 0: all), one uniform draw per row from gen.
+  // Runs without gradients and in eval mode (the training flag is restored).
+  Tensor generate(const Tensor& ids, int64_t max_new_tokens, double temperature, int64_t top_k,
+                  Generator& gen);
+
+  const GPTConfig& config() const { return config_; }
+  const std::shared_ptr<nn::Embedding>& wte() const { return wte_; }
+  const std::shared_ptr<nn::Embedding>& wpe() const { return wpe_; }
+  const std::shared_ptr<nn::ModuleList>& blocks() const { return h_; }
+  const std::shared_ptr<nn::LayerNorm>& ln_f() const { return ln_f_; }
+  const std::shared_ptr<nn::LMHead>& lm_head() const { return lm_head_; }
+
+ private:
+  GPTConfig config_;
+  std::shared_ptr<nn::Embedding> wte_, wpe_;
+  std::shared_ptr<nn::Dropout> drop_;
+  std::shared_ptr<nn::ModuleList> h_;
+  std::shared_ptr<nn::LayerNorm> ln_f_;
+  std::shared_ptr<nn::LMHead> lm_head_;
+};
+
+// Picks the next token from one row of logits (V), as generate() does; u is a uniform draw in
+// [0, 1) (unused when temperature is 0). Exposed for tests.
+int64_t sample_token(const std::vector<float>& logits, double temperature, int64_t top_k, double u);
+
+}  // namespace tessera::gpt

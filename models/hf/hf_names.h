@@ -1,0 +1,34 @@
+// Hugging Face -> Tessera parameter mapping for GPT-2, BERT and ViT: pure functions over name ->
+// tensor lists, so they can be tested without files. README.md in this folder lists every name.
+// Each returns the entries our models' state_dict() uses (tied weights under each of their names),
+// in the order met; Hugging Face buffers (GPT-2's attn.bias masks, BERT's position_ids) and heads
+// we do not model (BERT's next-sentence head, ViTModel's pooler) are dropped; any other unknown
+// name throws ValueError naming it.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace tessera::hf {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+// GPT2Model / GPT2LMHeadModel tensors, with or without the "transformer." prefix. Conv1D weights
+// (in, out) become Linear weights (out, in). lm_head.weight comes from the file when present, else
+// from wte.weight (the head is tied).
+NamedTensors from_hf_gpt2(const NamedTensors& hf);
+
+// BertModel / BertForMaskedLM / BertForPreTraining / BertForSequenceClassification tensors, with or
+// without the "bert." prefix; old LayerNorm.gamma / beta names accepted. query, key and value are
+// fused into one c_attn (q | k | v, along the output features). The MLM decoder weight is the word
+// embedding (tied) whenever the file has an MLM head.
+NamedTensors from_hf_bert(const NamedTensors& hf);
+
+// ViTModel / ViTForImageClassification tensors, with or without the "vit." prefix. The Conv2d patch
+// projection (D, C, P, P) becomes (D, C * P * P); query, key and value are fused as for BERT.
+NamedTensors from_hf_vit(const NamedTensors& hf);
+
+}  // namespace tessera::hf

@@ -1,0 +1,239 @@
+// Checkpoint directories: write into a temporary sibling, rename into place; read back with a
+// manifest check (see checkpoint.h).
+#include "models/io/checkpoint.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <vector>
+
+#include "core/logging.h"
+#include "models/io/atomic_file.h"
+
+namespace tessera::io {
+namespace {
+
+constexpr const char* kOp = "checkpoint";
+constexpr const char* kFormat = "tessera-checkpoint";
+constexpr int kVersion = 1;
+constexpr const char* kModelFile = "model.safetensors";
+constexpr const char* kOptimizerFile = "optimizer.safetensors";
+constexpr const char* kStateFile = "state.json";
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+// Removes a temporary directory unless released (the save reached its rename).
+class TempDirGuard {
+ public:
+  explicit TempDirGuard(std::string path) : path_(std::move(path)) {}
+  ~TempDirGuard() {
+    if (!path_.empty()) {
+      std::error_code ec;
+      fs::remove_all(path_, ec);
+    }
+  }
+  void release() { path_.clear(); }
+
+ private:
+  std::string path_;
+};
+
+// Writes one safetensors file and returns its manifest entry {"bytes", "tensors": {name: sum}}.
+json write_tensors(const std::string& path, const NamedTensors& tensors) {
+  SafetensorsLayout layout = plan_safetensors(tensors, {}, path);
+  json sums = json::object();
+  for (const auto& [name, t] : layout.ordered) {
+    sums[name] = checksum_hex(t.data_ptr(), size_t(t.numel()) * t.itemsize());
+  }
+  save_safetensors(path, layout.ordered);
+  return {{"bytes", 8 + layout.header.size() + layout.data_bytes}, {"tensors", sums}};
+}
+
+// Reads one safetensors file and checks it against its manifest entry.
+NamedTensors read_tensors(const std::string& path, const json& entry, bool verify) {
+  std::string where = path;
+  TS_CHECK(fs::exists(path), kOp, where, ": file is missing");
+  TS_CHECK(entry.is_object() && entry.contains("bytes") && entry["bytes"].is_number_unsigned() &&
+               entry.contains("tensors") && entry["tensors"].is_object(),
+           kOp, where, ": manifest entry in state.json is malformed: ", entry.dump());
+  uint64_t expected_bytes = entry["bytes"].get<uint64_t>();
+  uint64_t bytes = fs::file_size(path);
+  TS_CHECK(bytes == expected_bytes, kOp, where, ": file is ", bytes, " bytes, the manifest says ",
+           expected_bytes, bytes < expected_bytes ? " (truncated)" : "");
+  SafetensorsFile file = SafetensorsFile::open(path);
+  const json& sums = entry["tensors"];
+  for (const auto& [name, sum] : sums.items()) {
+    TS_CHECK(file.contains(name), kOp, where, ": tensor '", name,
+             "' is in the manifest but not in the file");
+  }
+  NamedTensors out;
+  for (const std::string& name : file.names()) {
+    TS_CHECK(sums.contains(name), kOp, where, ": tensor '", name,
+             "' is in the file but not in the manifest");
+    Tensor t = file.get(name);
+    if (verify) {
+      std::string got = checksum_hex(t.data_ptr(), size_t(t.numel()) * t.itemsize());
+      std::string want = sums[name].is_string() ? sums[name].get<std::string>() : sums[name].dump();
+      TS_CHECK(got == want, kOp, where, ": tensor '", name, "': checksum ", got,
+               " differs from the manifest's ", want, " (the data is corrupt)");
+    }
+    out.emplace_back(name, std::move(t));
+  }
+  return out;
+}
+
+// Parses state.json; throws naming the file when it is not a checkpoint manifest.
+json read_state(const std::string& path) {
+  TS_CHECK(fs::exists(path), kOp, path, ": file is missing (not a complete checkpoint)");
+  json state;
+  try {
+    state = json::parse(read_file(path, kOp));
+  } catch (const json::exception& e) {
+    TS_FAIL(kOp, path, ": not valid JSON: ", e.what());
+  }
+  TS_CHECK(state.is_object() && state.value("format", "") == kFormat, kOp, path,
+           ": expected \"format\": \"", kFormat, "\"");
+  TS_CHECK(state.contains("version") && state["version"] == kVersion, kOp, path,
+           ": expected version ", kVersion, ", got ", state.value("version", json()).dump());
+  TS_CHECK(state.contains("state") && state["state"].is_object(), kOp, path,
+           ": expected a \"state\" object");
+  TS_CHECK(state.contains("files") && state["files"].is_object() &&
+               state["files"].contains(kModelFile) && state["files"].contains(kOptimizerFile),
+           kOp, path, ": expected a \"files\" manifest naming ", kModelFile, " and ",
+           kOptimizerFile);
+  return state;
+}
+
+// Puts `from` at `to`, atomically replacing an existing directory; returns where the old
+// contents went (to delete), or "" when `to` did not exist.
+std::string move_into_place(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) == 0) return "";
+  if (errno != ENOTEMPTY && errno != EEXIST) {
+    TS_FAIL(kOp, "cannot rename ", from, " to ", to, ": ", std::strerror(errno));
+  }
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) == 0) return from;
+  // File systems without RENAME_EXCHANGE: two renames; in between a crash leaves the old
+  // contents under "<dir>.old-*", which latest_checkpoint() ignores.
+  std::string old = to + ".old-" + std::to_string(::getpid());
+  TS_CHECK(::rename(to.c_str(), old.c_str()) == 0, kOp, "cannot rename ", to, " to ", old, ": ",
+           std::strerror(errno));
+  TS_CHECK(::rename(from.c_str(), to.c_str()) == 0, kOp, "cannot rename ", from, " to ", to, ": ",
+           std::strerror(errno));
+  return old;
+}
+
+}  // namespace
+
+std::string checksum_hex(const void* data, size_t nbytes) {
+  // Four independent multiply-rotate lanes over 8-byte words (fast), folded with the length.
+  constexpr uint64_t kP1 = 0x9E3779B185EBCA87ull, kP2 = 0xC2B2AE3D27D4EB4Full;
+  auto round = [](uint64_t h, uint64_t w) {
+    h += w * kP2;
+    h = (h << 31) | (h >> 33);
+    return h * kP1;
+  };
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  uint64_t lane[4] = {kP1, kP2, 0, ~kP1};
+  size_t i = 0;
+  for (; i + 32 <= nbytes; i += 32) {
+    for (int l = 0; l < 4; ++l) {
+      uint64_t w;
+      std::memcpy(&w, p + i + 8 * l, 8);
+      lane[l] = round(lane[l], w);
+    }
+  }
+  uint64_t h = uint64_t(nbytes) * kP1;
+  for (uint64_t v : lane) h = round(h ^ v, v);
+  for (; i < nbytes; ++i) h = round(h, uint64_t(p[i]) + 1);
+  h ^= h >> 29;
+  h *= kP2;
+  h ^= h >> 32;
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::string checkpoint_dir(const std::string& root, int64_t step) {
+  TS_CHECK(step >= 0, kOp, "expected a step >= 0, got ", step);
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "step-%08lld", static_cast<long long>(step));
+  return (fs::path(root) / buf).string();
+}
+
+void save_checkpoint(const std::string& dir, const CheckpointContents& contents) {
+  TS_CHECK(contents.state.is_object(), kOp, dir, ": expected the state to be a JSON object, got ",
+           contents.state.type_name());
+  std::string target = dir;
+  while (target.size() > 1 && target.back() == '/') target.pop_back();
+  std::string parent = parent_directory(target);
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  TS_CHECK(!ec, kOp, parent, ": cannot create directory: ", ec.message());
+
+  std::string templ = target + ".tmp-XXXXXX";
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  TS_CHECK(::mkdtemp(buf.data()) != nullptr, kOp, "cannot create ", templ, ": ",
+           std::strerror(errno));
+  std::string tmp(buf.data());
+  TempDirGuard guard(tmp);
+  ::chmod(tmp.c_str(), 0755);
+
+  json files = json::object();
+  files[kModelFile] = write_tensors((fs::path(tmp) / kModelFile).string(), contents.model);
+  files[kOptimizerFile] =
+      write_tensors((fs::path(tmp) / kOptimizerFile).string(), contents.optimizer);
+  json state = {
+      {"format", kFormat}, {"version", kVersion}, {"state", contents.state}, {"files", files}};
+  write_file_atomic((fs::path(tmp) / kStateFile).string(), state.dump(2) + "\n");
+
+  std::string old = move_into_place(tmp, target);
+  guard.release();
+  TempDirGuard old_guard(old);  // the replaced checkpoint, if any
+  fsync_directory(parent);
+}
+
+CheckpointContents load_checkpoint(const std::string& dir, const CheckpointLoadOptions& options) {
+  TS_CHECK(fs::is_directory(dir), kOp, dir, ": not a checkpoint directory (missing)");
+  json state = read_state((fs::path(dir) / kStateFile).string());
+  CheckpointContents out;
+  out.state = state["state"];
+  out.model = read_tensors((fs::path(dir) / kModelFile).string(), state["files"][kModelFile],
+                           options.verify_checksums);
+  out.optimizer = read_tensors((fs::path(dir) / kOptimizerFile).string(),
+                               state["files"][kOptimizerFile], options.verify_checksums);
+  return out;
+}
+
+std::optional<std::string> latest_checkpoint(const std::string& root) {
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return std::nullopt;
+  std::optional<std::string> best;
+  int64_t best_step = -1;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.size() <= 5 || name.compare(0, 5, "step-") != 0 || name.size() > 5 + 18) continue;
+    if (name.find_first_not_of("0123456789", 5) != std::string::npos) continue;
+    if (!e.is_directory(ec)) continue;
+    int64_t step = std::stoll(name.substr(5));
+    if (step <= best_step) continue;
+    try {
+      read_state((e.path() / kStateFile).string());
+    } catch (const ValueError& err) {
+      TS_LOG_WARN("latest_checkpoint: skipping {}: {}", e.path().string(), err.what());
+      continue;
+    }
+    best_step = step;
+    best = e.path().string();
+  }
+  return best;
+}
+
+}  // namespace tessera::io

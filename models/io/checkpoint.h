@@ -1,0 +1,52 @@
+// The trainer's checkpoint directory: model.safetensors (weights, serial names),
+// optimizer.safetensors (optimizer state tensors) and state.json (step, schedule, loss scaler, RNG,
+// data position, config, plus a manifest with each tensor's checksum). A directory appears complete
+// or not at all.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "models/io/safetensors.h"
+
+namespace tessera::io {
+
+struct CheckpointContents {
+  NamedTensors model;
+  NamedTensors optimizer;
+  // Whatever else resuming needs; the trainer owns its schema (a JSON object).
+  nlohmann::json state = nlohmann::json::object();
+};
+
+struct CheckpointLoadOptions {
+  // Recompute every tensor's checksum and compare with the manifest (one pass over the bytes):
+  // catches bit flips the structural checks of the safetensors reader cannot see.
+  bool verify_checksums = true;
+};
+
+// Writes the three files into a fresh sibling "<dir>.tmp-XXXXXX" (each file fsynced, state.json
+// last), then renames that directory to `dir` (atomically swapping out an existing `dir`, whose
+// old contents are then deleted) and fsyncs the parent. A crash or exception at any point leaves
+// either the old `dir` or the new one, and an exception removes the temporary directory.
+void save_checkpoint(const std::string& dir, const CheckpointContents& contents);
+
+// Reads and validates a checkpoint (tensors come back in file order, as CPU tensors over the
+// files' mappings; see SafetensorsFile::get): state.json's format and manifest, both safetensors
+// files (every header field), the tensor names against the manifest and, by default, each tensor's
+// checksum. Failures throw ValueError "[checkpoint] <file>: tensor '<name>': ...".
+CheckpointContents load_checkpoint(const std::string& dir,
+                                   const CheckpointLoadOptions& options = {});
+
+// "<root>/step-00000100": the directory name latest_checkpoint() looks for.
+std::string checkpoint_dir(const std::string& root, int64_t step);
+
+// The complete checkpoint with the highest step under `root` ("step-<digits>" directories whose
+// state.json parses as a checkpoint manifest), or nullopt when there is none (or no root).
+std::optional<std::string> latest_checkpoint(const std::string& root);
+
+// 64-bit checksum of a byte range (not cryptographic; detects corruption), as 16 hex digits.
+std::string checksum_hex(const void* data, size_t nbytes);
+
+}  // namespace tessera::io
