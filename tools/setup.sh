@@ -8,6 +8,7 @@ packages=(
   g++ libeigen3-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2
   libopenmpi-dev openmpi-bin                           # multi-process launch and CPU collectives
   python3-torch python3-numpy libopenblas0-openmp      # reference values and the benchmark peer
+  python3-matplotlib                                   # tools/plot_metrics.py
   python3-regex                                        # \p{L}/\p{N} for the GPT-2 BPE reference (tests/models/data)
 )
 

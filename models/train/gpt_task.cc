@@ -1,0 +1,146 @@
+// The GPT trainer's task: next-token loss on the built-in grammar text or a token file,
+// validation loss and perplexity, and a generated sample at the end.
+#include <cmath>
+#include <iomanip>
+#include <sstream>
+
+#include "autograd/grad_mode.h"
+#include "core/error.h"
+#include "core/factory.h"
+#include "models/data/tokenizer.h"
+#include "models/gpt/gpt.h"
+#include "models/train/lm_data.h"
+#include "models/train/synthetic_data.h"
+#include "models/train/task.h"
+
+namespace tessera::train {
+
+namespace {
+
+// The built-in text's seeds: fixed, so every run (whatever train.seed) sees the same data.
+constexpr uint64_t kTrainTextSeed = 0x7E55E1A;
+constexpr uint64_t kValTextSeed = 0x7E55E1B;
+
+std::vector<int64_t> bytes_to_ids(const std::string& text) {
+  std::vector<int64_t> ids(text.size());
+  for (size_t i = 0; i < text.size(); ++i) ids[i] = int64_t(static_cast<unsigned char>(text[i]));
+  return ids;
+}
+
+class GptTask : public Task {
+ public:
+  explicit GptTask(const TaskContext& ctx) : config_(*ctx.config) {
+    const TrainConfig& c = config_;
+    const int64_t T = c.seq_len();
+    LmSourceOptions train{.context = T,
+                          .shuffle = c.data.shuffle,
+                          .seed = c.train.seed,
+                          .rank = ctx.data_rank,
+                          .world_size = ctx.data_size};
+    LmSourceOptions val = train;
+    val.shuffle = false;
+    if (c.data.path.empty()) {
+      train_ = LmSource::from_tokens(
+          bytes_to_ids(generate_grammar_text(kTrainTextSeed, c.data.builtin_tokens)), 256, train);
+      val_ = LmSource::from_tokens(
+          bytes_to_ids(generate_grammar_text(kValTextSeed, c.data.builtin_val_tokens)), 256, val);
+    } else {
+      train_ = LmSource::from_file(c.data.path, train);
+      if (!c.data.val_path.empty()) val_ = LmSource::from_file(c.data.val_path, val);
+    }
+    for (const LmSource* s : {train_.get(), val_.get()}) {
+      TS_CHECK(!s || s->vocab_size() <= c.gpt.vocab_size, "train",
+               "expected the data's vocabulary (", s ? s->vocab_size() : 0,
+               " ids) to fit model.vocab_size ", c.gpt.vocab_size,
+               c.data.path.empty() ? " (the built-in text is bytes: 256 ids)" : "");
+    }
+    model_ = std::make_shared<gpt::GPT>(c.gpt, *ctx.init_gen);
+  }
+
+  nn::Module& model() override { return *model_; }
+  int64_t units_per_item() const override { return config_.seq_len(); }
+  const char* unit() const override { return "tok"; }
+  std::string data_description() const override {
+    if (!config_.data.path.empty()) return "token file " + config_.data.path;
+    std::ostringstream os;
+    os << std::fixed << std::setprecision(3) << "built-in grammar text, " << train_->num_windows()
+       << " windows of " << config_.seq_len() << " bytes (best achievable loss "
+       << grammar_stats().nats_per_token() << " nats/token)";
+    return os.str();
+  }
+
+  Tensor micro_loss(int64_t micro_batch) override {
+    LmBatch b = train_->next(micro_batch);
+    return model_->loss(b.input, b.target);
+  }
+
+  nlohmann::json data_state() const override { return train_->position().to_json(); }
+  void load_data_state(const nlohmann::json& j) override {
+    train_->set_position(data::DataPosition::from_json(j));
+  }
+
+  EvalResult evaluate(parallel::Communicator* group, int64_t batches, int64_t micro) override {
+    EvalResult r;
+    if (!val_ || batches == 0) return r;
+    autograd::NoGradGuard no_grad;
+    model_->eval();
+    val_->set_position({});
+    double loss_sum = 0, count = 0;
+    for (int64_t i = 0; i < batches; ++i) {
+      LmBatch b = val_->next(micro);
+      const double n = double(b.input.numel());
+      loss_sum += model_->loss(b.input, b.target).item() * n;
+      count += n;
+    }
+    model_->train();
+    const std::vector<double> total = sum_over_ranks(group, {loss_sum, count});
+    const double loss = total[0] / total[1];
+    r.metrics = {{"val_loss", loss}, {"val_ppl", std::exp(loss)}};
+    std::ostringstream os;
+    os << std::fixed << std::setprecision(4) << "val loss " << loss << " | val ppl "
+       << std::setprecision(3) << std::exp(loss);
+    r.summary = os.str();
+    return r;
+  }
+
+  void finish(std::ostream& out) override {
+    const TrainSection& t = config_.train;
+    if (t.sample_tokens <= 0) return;
+    const DataSection& d = config_.data;
+    auto tokenizer =
+        data::make_tokenizer({.kind = d.tokenizer, .vocab_path = d.vocab, .merges_path = d.merges});
+    std::vector<uint32_t> prompt = tokenizer->encode(t.sample_prompt);
+    if (prompt.empty()) prompt.push_back(0);
+    std::vector<int64_t> ids(prompt.begin(), prompt.end());
+    Generator gen(t.seed + 7);
+    Tensor result = model_->generate(from_vector<int64_t>(ids, {1, int64_t(ids.size())}),
+                                     t.sample_tokens, t.sample_temperature, t.sample_top_k, gen);
+    out << "sample (temperature " << t.sample_temperature << ", " << t.sample_tokens
+        << " tokens):\n"
+        << decode_ids(*tokenizer, result) << "\n";
+  }
+
+  // Decodes (1, N) ids, writing ids the tokenizer does not know as '?'.
+  static std::string decode_ids(const data::Tokenizer& tokenizer, const Tensor& ids) {
+    std::vector<uint32_t> known;
+    const Tensor c = ids.contiguous();
+    for (int64_t i = 0; i < c.numel(); ++i) {
+      const int64_t id = c.data<int64_t>()[i];
+      known.push_back(id < tokenizer.vocab_size() ? uint32_t(id) : uint32_t('?'));
+    }
+    return tokenizer.decode(known);
+  }
+
+ private:
+  const TrainConfig& config_;
+  std::unique_ptr<LmSource> train_, val_;
+  std::shared_ptr<gpt::GPT> model_;
+};
+
+}  // namespace
+
+std::unique_ptr<Task> make_gpt_task(const TaskContext& ctx) {
+  return std::make_unique<GptTask>(ctx);
+}
+
+}  // namespace tessera::train

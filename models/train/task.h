@@ -1,0 +1,71 @@
+// What differs between the GPT, BERT and ViT trainers: the model, its data and loss, its
+// evaluation metrics and what happens at the end. The Trainer (trainer.h) owns everything else.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+
+#include "core/generator.h"
+#include "core/tensor.h"
+#include "models/nn/module.h"
+#include "models/train/train_config.h"
+#include "parallel/comm/communicator.h"
+
+namespace tessera::train {
+
+struct TaskContext {
+  const TrainConfig* config = nullptr;
+  int64_t data_rank = 0;  // this rank's place among the data-parallel ranks
+  int64_t data_size = 1;
+  Generator* init_gen = nullptr;  // draws the initial weights (the same on every rank)
+};
+
+// Named metrics of one evaluation ({"val_loss": 1.2, "val_ppl": 3.3}) and a one-line summary.
+struct EvalResult {
+  nlohmann::json metrics = nlohmann::json::object();
+  std::string summary;
+};
+
+class Task {
+ public:
+  virtual ~Task() = default;
+
+  virtual nn::Module& model() = 0;
+  // Draws this rank's next micro-batch (micro_batch rows) and returns its mean loss: a
+  // differentiable scalar.
+  virtual Tensor micro_loss(int64_t micro_batch) = 0;
+  // Tokens per sequence (GPT, BERT) or 1 (an image), and the unit's name ("tok", "img").
+  virtual int64_t units_per_item() const = 0;
+  virtual const char* unit() const = 0;
+  // One line saying what the data is (and, for built-in data, the best achievable result).
+  virtual std::string data_description() const = 0;
+
+  // The data stream's position, for checkpoints.
+  virtual nlohmann::json data_state() const = 0;
+  virtual void load_data_state(const nlohmann::json& state) = 0;
+
+  // Collective over data_group: evaluates `batches` micro-batches per rank of the held-out data
+  // (the same ones every time) in eval mode without gradients. An empty result means no
+  // held-out data.
+  virtual EvalResult evaluate(parallel::Communicator* data_group, int64_t batches,
+                              int64_t micro_batch) = 0;
+  // Rank 0 only, after training: GPT prints a sample.
+  virtual void finish(std::ostream& out) {}
+};
+
+// Builds the task of config.kind: the model (f32, weights from ctx.init_gen) and its data.
+// Throws ValueError for data the model cannot read (a missing file, a vocabulary larger than
+// the model's).
+std::unique_ptr<Task> make_gpt_task(const TaskContext& ctx);
+std::unique_ptr<Task> make_bert_task(const TaskContext& ctx);
+std::unique_ptr<Task> make_vit_task(const TaskContext& ctx);
+std::unique_ptr<Task> make_task(const TaskContext& ctx);
+
+// Sums each value over the ranks of `comm` (nullptr: one rank), exactly and in rank order, so
+// every rank gets bit-identical results.
+std::vector<double> sum_over_ranks(parallel::Communicator* comm, const std::vector<double>& values);
+
+}  // namespace tessera::train

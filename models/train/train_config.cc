@@ -1,0 +1,276 @@
+// Reading the training configuration: file, overrides and the strict schema (see train_config.h).
+#include "models/train/train_config.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "models/train/config_reader.h"
+#include "optim/make_optimizer.h"
+
+namespace tessera::train {
+
+using nlohmann::json;
+
+namespace {
+
+std::vector<std::string> keys_of(const json& j, std::vector<std::string> extra) {
+  for (const auto& item : j.items()) extra.push_back(item.key());
+  return extra;
+}
+
+void read_model(const json& j, TrainConfig& c) {
+  TS_CHECK(j.is_object(), "config",
+           "model: expected an object with a 'type' (gpt, bert or vit), got ", j.dump());
+  SectionReader r(j, "model");
+  const std::string type = r.string("type", "gpt", {"gpt", "bert", "vit"});
+  json rest = j;
+  rest.erase("type");
+  if (type == "gpt") {
+    c.kind = ModelKind::gpt;
+    check_known_keys(j, "model", keys_of(gpt::GPTConfig{}.to_json(), {"type", "preset"}));
+    c.gpt = within_section("model", [&] { return gpt::GPTConfig::from_json(rest); });
+  } else if (type == "bert") {
+    c.kind = ModelKind::bert;
+    check_known_keys(j, "model", keys_of(bert::BertConfig{}.to_json(), {"type", "preset"}));
+    c.bert = within_section("model", [&] { return bert::BertConfig::from_json(rest); });
+  } else {
+    c.kind = ModelKind::vit;
+    check_known_keys(j, "model", keys_of(vit::ViTConfig{}.to_json(), {"type", "preset"}));
+    c.vit = within_section("model", [&] { return vit::ViTConfig::from_json(rest); });
+  }
+}
+
+void read_parallel(const json& j, TrainConfig& c) {
+  if (j.is_null()) return;
+  SectionReader r(j, "parallel");
+  c.data_size_given = r.has("data");
+  r.integer("data", 1, 1);
+  r.integer("pipeline", 1, 1);
+  r.integer("sequence", 1, 1);
+  const json& tensor = r.object("tensor");
+  r.done();
+  if (!tensor.is_null()) {
+    SectionReader t(tensor, "parallel.tensor");
+    t.integer("size", 1, 1);
+    t.string("mode", "1d", {"1d", "2d", "2.5d", "3d"});
+    t.integer("depth", 1, 1);
+    t.done();
+  }
+  c.parallel = within_section("parallel", [&] { return parallel::ParallelConfig::from_json(j); });
+  within_section("parallel", [&] { c.parallel.validate(); });
+}
+
+void read_precision(const json& j, TrainConfig& c) {
+  SectionReader r(j, "precision");
+  c.precision.dtype = r.string("dtype", "f32", {"f32", "bf16", "f16"});
+  SectionReader s(r.object("loss_scale"), "precision.loss_scale");
+  optim::LossScalerOptions& o = c.precision.loss_scale;
+  o.init_scale = s.number("init_scale", o.init_scale, 1e-30);
+  o.growth_factor = s.number("growth_factor", o.growth_factor, 1.0);
+  o.backoff_factor = s.number("backoff_factor", o.backoff_factor, 1e-30, 1.0);
+  o.growth_interval = s.integer("growth_interval", o.growth_interval, 1);
+  o.min_scale = s.number("min_scale", o.min_scale, 0.0);
+  s.done();
+  r.done();
+}
+
+void read_train(const json& j, TrainSection& t) {
+  SectionReader r(j, "train");
+  t.steps = r.integer("steps", t.steps, 1);
+  t.batch_size = r.integer("batch_size", t.batch_size, 1);
+  t.micro_batch_size = r.integer("micro_batch_size", t.micro_batch_size, 0);
+  t.seq_len = r.integer("seq_len", t.seq_len, 0);
+  t.seed = uint64_t(r.integer("seed", int64_t(t.seed), 0));
+  t.grad_clip = r.number("grad_clip", t.grad_clip, 0.0);
+  t.eval_every = r.integer("eval_every", t.eval_every, 0);
+  t.eval_batches = r.integer("eval_batches", t.eval_batches, 0);
+  t.threads = r.integer("threads", t.threads, 0, 1024);
+  t.sample_tokens = r.integer("sample_tokens", t.sample_tokens, 0);
+  t.sample_prompt = r.string("sample_prompt", t.sample_prompt);
+  t.sample_temperature = r.number("sample_temperature", t.sample_temperature, 0.0);
+  t.sample_top_k = r.integer("sample_top_k", t.sample_top_k, 0);
+  r.done();
+}
+
+void read_data(const json& j, DataSection& d) {
+  SectionReader r(j, "data");
+  d.path = r.string("path", d.path);
+  d.val_path = r.string("val_path", d.val_path);
+  d.shuffle = r.boolean("shuffle", d.shuffle);
+  d.tokenizer = r.string("tokenizer", d.tokenizer, {"byte", "gpt2"});
+  d.vocab = r.string("vocab", d.vocab);
+  d.merges = r.string("merges", d.merges);
+  d.builtin_tokens = r.integer("builtin_tokens", d.builtin_tokens, 1024);
+  d.builtin_val_tokens = r.integer("builtin_val_tokens", d.builtin_val_tokens, 1024);
+  d.mask_prob = r.number("mask_prob", d.mask_prob, 0.01, 1.0);
+  d.builtin_images = r.integer("builtin_images", d.builtin_images, 1);
+  d.image_noise = r.number("image_noise", d.image_noise, 0.0);
+  r.done();
+  TS_CHECK(d.tokenizer != "gpt2" || (!d.vocab.empty() && !d.merges.empty()), "config",
+           "data.tokenizer: gpt2 needs data.vocab (vocab.json) and data.merges (merges.txt)");
+}
+
+void read_checkpoint(const json& j, CheckpointSection& c) {
+  SectionReader r(j, "checkpoint");
+  c.dir = r.string("dir", c.dir);
+  c.every = r.integer("every", c.every, 0);
+  c.resume = r.boolean("resume", c.resume);
+  c.keep = r.integer("keep", c.keep, 0);
+  r.done();
+}
+
+void read_logging(const json& j, LoggingSection& l) {
+  SectionReader r(j, "logging");
+  l.metrics = r.string("metrics", l.metrics);
+  l.log_every = r.integer("log_every", l.log_every, 1);
+  l.progress = r.boolean("progress", l.progress);
+  r.done();
+}
+
+void read_optimizer(const json& j, TrainConfig& c) {
+  c.optimizer = j.is_null() ? json{{"type", "adamw"}} : j;
+  TS_CHECK(c.optimizer.is_object(), "config", "optimizer: expected an object, got ", j.dump());
+  if (!c.optimizer.contains("type")) c.optimizer["type"] = "adamw";
+  // Building one over an empty group checks the type, the keys and the values.
+  const double base_lr = within_section("optimizer", [&] {
+    return optim::make_optimizer(c.optimizer, {optim::ParamGroup{}})->lr(0);
+  });
+  if (c.optimizer.contains("weight_decay"))
+    c.weight_decay = c.optimizer["weight_decay"].get<double>();
+  c.schedule.lr = base_lr;
+}
+
+void read_schedule(const json& j, TrainConfig& c) {
+  json s = j.is_null() ? json::object() : j;
+  if (s.is_object() && !s.contains("total_steps")) s["total_steps"] = c.train.steps;
+  optim::LrSchedule schedule =
+      within_section("schedule", [&] { return optim::LrSchedule::from_json(s, c.schedule.lr); });
+  c.schedule = schedule.options();
+}
+
+}  // namespace
+
+const char* model_kind_name(ModelKind kind) {
+  switch (kind) {
+    case ModelKind::gpt:
+      return "gpt";
+    case ModelKind::bert:
+      return "bert";
+    case ModelKind::vit:
+      return "vit";
+  }
+  return "?";
+}
+
+TrainConfig TrainConfig::from_json(const json& j) {
+  TS_CHECK(j.is_object(), "config", "expected a JSON object at the top level, got ", j.dump());
+  SectionReader top(j, "");
+  TrainConfig c;
+  c.source = j;
+  top.string("description", "");
+  const json& model = top.object("model");
+  TS_CHECK(!model.is_null(), "config",
+           "model: missing (e.g. {\"type\": \"gpt\", \"preset\": \"gpt-tiny\"})");
+  read_model(model, c);
+  read_parallel(top.object("parallel"), c);
+  {
+    SectionReader z(top.object("zero"), "zero");
+    c.zero.stage = z.integer("stage", 0, 0, 3);
+    c.zero.offload = z.boolean("offload", false);
+    z.done();
+  }
+  read_precision(top.object("precision"), c);
+  read_train(top.object("train"), c.train);
+  read_optimizer(top.object("optimizer"), c);
+  read_schedule(top.object("schedule"), c);
+  read_data(top.object("data"), c.data);
+  read_checkpoint(top.object("checkpoint"), c.checkpoint);
+  read_logging(top.object("logging"), c.logging);
+  top.done();
+  if (c.kind != ModelKind::gpt) {
+    TS_CHECK(c.train.seq_len == 0 || c.kind == ModelKind::bert, "config",
+             "train.seq_len: only GPT and BERT read sequences, got ", c.train.seq_len, " for vit");
+  }
+  const int64_t context = c.kind == ModelKind::gpt ? c.gpt.context_length : c.bert.max_positions;
+  TS_CHECK(c.kind == ModelKind::vit || c.train.seq_len <= context, "config",
+           "train.seq_len: expected at most the model's context ", context, ", got ",
+           c.train.seq_len);
+  return c;
+}
+
+int64_t TrainConfig::seq_len() const {
+  if (train.seq_len > 0) return train.seq_len;
+  return kind == ModelKind::gpt ? gpt.context_length : bert.max_positions;
+}
+
+std::string error_text(const std::exception& e) {
+  std::string msg = e.what();
+  if (msg.rfind("rank ", 0) == 0) {
+    const size_t colon = msg.find(": ");
+    if (colon != std::string::npos) msg = msg.substr(colon + 2);
+  }
+  return msg;
+}
+
+json read_config_file(const std::string& path) {
+  std::ifstream in(path);
+  TS_CHECK(in.good(), "config", path, ": cannot open the file (does it exist?)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return json::parse(ss.str());
+  } catch (const json::parse_error& e) {
+    std::string msg = e.what();
+    const size_t bracket = msg.find("] ");
+    if (msg.rfind("[json.exception", 0) == 0 && bracket != std::string::npos)
+      msg = msg.substr(bracket + 2);
+    TS_FAIL("config", path, ": invalid JSON: ", msg);
+  }
+}
+
+void apply_override(json& j, const std::string& assignment) {
+  const size_t eq = assignment.find('=');
+  TS_CHECK(eq != std::string::npos && eq > 0, "config",
+           "--set expected key=value (e.g. train.steps=50), got '", assignment, "'");
+  const std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
+  json* node = &j;
+  size_t begin = 0;
+  while (true) {
+    const size_t dot = path.find('.', begin);
+    const std::string key =
+        path.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin);
+    TS_CHECK(!key.empty(), "config", "--set ", assignment,
+             ": expected a key path like a.b.c, got '", path, "'");
+    TS_CHECK(node->is_object(), "config", "--set ", assignment, ": '", path.substr(0, begin - 1),
+             "' is not an object, so it has no key '", key, "'");
+    json& child = (*node)[key];
+    if (dot == std::string::npos) {
+      if (child.is_string()) {
+        child = text;
+      } else {
+        json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
+        child = parsed.is_discarded() ? json(text) : parsed;
+      }
+      return;
+    }
+    if (child.is_null()) child = json::object();
+    node = &child;
+    begin = dot + 1;
+  }
+}
+
+TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides) {
+  try {
+    json j = read_config_file(path);
+    for (const std::string& o : overrides) apply_override(j, o);
+    return TrainConfig::from_json(j);
+  } catch (const Error& e) {
+    std::string msg = error_text(e);
+    if (msg.rfind("[config] ", 0) == 0) msg = msg.substr(9);
+    if (msg.rfind(path + ":", 0) == 0) throw ValueError("config", msg);
+    throw ValueError("config", path + ": " + msg);
+  }
+}
+
+}  // namespace tessera::train

@@ -1,0 +1,118 @@
+// The trainer's one JSON configuration: sections model, parallel, zero, precision, optimizer,
+// schedule, train, data, checkpoint, logging. Reading is strict (unknown keys are errors naming
+// the full key path, values are type- and range-checked) and `--set a.b=c` overrides edit the JSON
+// before it is read, so they get the same checks.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "models/bert/bert_config.h"
+#include "models/gpt/gpt_config.h"
+#include "models/vit/vit_config.h"
+#include "optim/loss_scaler.h"
+#include "optim/lr_schedule.h"
+#include "parallel/mesh/parallel_config.h"
+
+namespace tessera::train {
+
+enum class ModelKind { gpt, bert, vit };
+const char* model_kind_name(ModelKind kind);
+
+struct ZeroSection {
+  int64_t stage = 0;  // only 0 (no sharding) until the ZeRO issue lands
+  bool offload = false;
+};
+
+struct PrecisionSection {
+  std::string dtype =
+      "f32";  // "f32", "bf16" (f32 master weights) or "f16" (+ dynamic loss scaling)
+  optim::LossScalerOptions loss_scale;  // f16 only
+};
+
+struct TrainSection {
+  int64_t steps = 100;           // optimizer steps
+  int64_t batch_size = 8;        // global: sequences (or images) per optimizer step, all ranks
+  int64_t micro_batch_size = 0;  // per rank per forward; 0: batch_size / data ranks
+  int64_t seq_len = 0;           // GPT/BERT tokens per sequence; 0: the model's context
+  uint64_t seed = 1234;
+  double grad_clip = 1.0;       // global-norm clipping; 0: off
+  int64_t eval_every = 0;       // 0: evaluate only at the end
+  int64_t eval_batches = 4;     // micro-batches per rank per evaluation
+  int64_t threads = 0;          // CPU threads per rank; 0: TESSERA_NUM_THREADS or cores / ranks
+  int64_t sample_tokens = 200;  // GPT: tokens generated at the end (0: none)
+  std::string sample_prompt = "the ";
+  double sample_temperature = 0.8;
+  int64_t sample_top_k = 0;
+};
+
+struct DataSection {
+  std::string path;      // token file (models/data format); empty: the built-in generated data
+  std::string val_path;  // token file for evaluation; empty with a path: no evaluation
+  bool shuffle = true;
+  std::string tokenizer = "byte";  // decodes samples: "byte" or "gpt2" (with vocab and merges)
+  std::string vocab;
+  std::string merges;
+  int64_t builtin_tokens = 1 << 20;  // size of the generated training text
+  int64_t builtin_val_tokens = 1 << 16;
+  double mask_prob = 0.15;         // BERT: fraction of positions masked (80/10/10)
+  int64_t builtin_images = 50000;  // ViT: images per epoch of the generated set
+  double image_noise = 0.5;        // ViT: std of the Gaussian noise on the images
+};
+
+struct CheckpointSection {
+  std::string dir;     // root of step-NNNNNNNN checkpoints; empty: none
+  int64_t every = 0;   // save every N steps (and at the end); 0: only at the end (with a dir)
+  bool resume = true;  // start from the latest checkpoint under dir when there is one
+  int64_t keep = 0;    // keep the newest N checkpoints; 0: keep all
+};
+
+struct LoggingSection {
+  std::string metrics;     // JSON-lines metrics file (rank 0); empty: none
+  int64_t log_every = 10;  // progress lines (and metrics records) every N steps
+  bool progress = true;
+};
+
+struct TrainConfig {
+  ModelKind kind = ModelKind::gpt;
+  gpt::GPTConfig gpt;  // the one matching `kind` is set
+  bert::BertConfig bert;
+  vit::ViTConfig vit;
+  parallel::ParallelConfig parallel;
+  bool data_size_given = false;  // parallel.data was set; otherwise it fills the world
+  ZeroSection zero;
+  PrecisionSection precision;
+  nlohmann::json optimizer;  // make_optimizer's input, validated
+  double weight_decay = -1;  // optimizer.weight_decay, or -1 when absent (the optimizer's default)
+  optim::LrScheduleOptions schedule;  // total_steps defaults to train.steps
+  TrainSection train;
+  DataSection data;
+  CheckpointSection checkpoint;
+  LoggingSection logging;
+  nlohmann::json source;  // the whole configuration as read (after overrides)
+
+  // Throws ValueError "[config] <what>: ..." naming the full key path of the problem.
+  static TrainConfig from_json(const nlohmann::json& j);
+  // The sequence length GPT/BERT train on (train.seq_len or the model's context).
+  int64_t seq_len() const;
+};
+
+// The file as JSON. A missing file or bad JSON throws ValueError naming the file (and the line and
+// column of a parse error).
+nlohmann::json read_config_file(const std::string& path);
+
+// Applies "a.b.c=value" to j: value is JSON (number, true, [1, 2], ...) unless the key currently
+// holds a string or value does not parse, in which case it is the text itself. Missing objects
+// on the path are created; a path through a non-object is an error naming it.
+void apply_override(nlohmann::json& j, const std::string& assignment);
+
+// read_config_file + apply_override for each + TrainConfig::from_json, every error prefixed with
+// the file name: "[config] tools/configs/gpt-tiny.json: unknown key 'train.stpes' ...".
+TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides);
+
+// The message of an exception without the "rank N: " prefix Tessera's errors carry.
+std::string error_text(const std::exception& e);
+
+}  // namespace tessera::train

@@ -1,0 +1,389 @@
+// The training loop (see trainer.h). One optimizer step: accumulate micro-batch gradients (data
+// parallel all-reduce started by backward on the last one), average the loss over ranks, move
+// gradients to the f32 masters, unscale (f16), clip, step (or skip), copy masters back.
+#include "models/train/trainer.h"
+
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <filesystem>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "autograd/engine.h"
+#include "autograd/ops.h"
+#include "core/allocator.h"
+#include "core/error.h"
+#include "core/factory.h"
+#include "core/parallel.h"
+#include "models/train/progress.h"
+#include "models/train/task.h"
+#include "models/train/train_state.h"
+#include "optim/clip_grad.h"
+#include "optim/make_optimizer.h"
+#include "parallel/comm/config_check.h"
+#include "parallel/data/data_parallel.h"
+#include "parallel/mesh/parallel_context.h"
+
+namespace tessera::train {
+
+using nlohmann::json;
+
+void run_agreed(parallel::Communicator* comm, const std::function<void()>& fn) {
+  if (!comm || comm->size() == 1) return fn();
+  std::exception_ptr error;
+  try {
+    fn();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  Tensor flag = from_vector<int32_t>({error ? comm->rank() : INT_MAX}, {1});
+  comm->all_reduce(flag, parallel::ReduceOp::min)->wait();
+  const int first = flag.data<int32_t>()[0];
+  if (first == INT_MAX) return;
+  if (first == comm->rank()) std::rethrow_exception(error);
+  comm->barrier()->wait();  // never completes: rank `first` aborts the job
+  TS_FAIL("train", "rank ", first, " failed");
+}
+
+namespace {
+
+// Rejects what the config asks for but this build cannot do yet, naming who brings it.
+void check_supported(const TrainConfig& c) {
+  const parallel::ParallelConfig& p = c.parallel;
+  TS_CHECK(p.pipeline == 1, "config", "parallel.pipeline ", p.pipeline,
+           ": pipeline parallelism is not implemented yet (it arrives with the pipeline-parallel "
+           "issue; issue 4 brings data parallelism only); set parallel.pipeline to 1");
+  TS_CHECK(p.tensor.size == 1, "config", "parallel.tensor.size ", p.tensor.size,
+           ": tensor parallelism (", p.tensor.mode,
+           ") is not implemented yet (it arrives with the "
+           "tensor-parallel issue; issue 4 brings data parallelism only); set parallel.tensor.size "
+           "to 1");
+  TS_CHECK(p.sequence == 1, "config", "parallel.sequence ", p.sequence,
+           ": sequence parallelism is not implemented yet (it arrives with the sequence-parallel "
+           "issue; issue 4 brings data parallelism only); set parallel.sequence to 1");
+  TS_CHECK(
+      c.zero.stage == 0 && !c.zero.offload, "config", "zero.stage ", c.zero.stage,
+      c.zero.offload ? " with offload" : "",
+      ": the ZeRO optimizer and CPU offload are not implemented yet (they arrive with the ZeRO "
+      "issue); set zero.stage to 0 and zero.offload to false");
+}
+
+// Fills parallel.data when the config leaves it out, checks the layout against the world and
+// returns the gradient-accumulation steps.
+int64_t resolve_layout(TrainConfig& c, int world_size) {
+  check_supported(c);
+  parallel::ParallelConfig& p = c.parallel;
+  const int others = p.pipeline * p.sequence * p.tensor.size;
+  if (!c.data_size_given) {
+    TS_CHECK(world_size % others == 0, "config", "parallel: the world's ", world_size,
+             " ranks do not divide into pipeline x sequence x tensor = ", others);
+    p.data = world_size / others;
+  }
+  TS_CHECK(p.world_size() == world_size, "config",
+           "parallel: data x pipeline x sequence x tensor = ", p.data, " x ", p.pipeline, " x ",
+           p.sequence, " x ", p.tensor.size, " = ", p.world_size(), " ranks, but the job has ",
+           world_size, " (mpirun -np ", p.world_size(), ")");
+  TrainSection& t = c.train;
+  if (t.micro_batch_size == 0) {
+    TS_CHECK(t.batch_size % p.data == 0, "config", "train.batch_size ", t.batch_size,
+             " does not split over ", p.data, " data-parallel ranks");
+    t.micro_batch_size = t.batch_size / p.data;
+  }
+  const int64_t per_step = t.micro_batch_size * p.data;
+  TS_CHECK(t.batch_size % per_step == 0, "config", "train.batch_size ", t.batch_size,
+           " must be a multiple of train.micro_batch_size x data ranks = ", t.micro_batch_size,
+           " x ", p.data, " = ", per_step);
+  return t.batch_size / per_step;
+}
+
+void set_threads(const TrainConfig& c, int world_size) {
+  if (c.train.threads > 0) return set_num_threads(int(c.train.threads));
+  if (std::getenv("TESSERA_NUM_THREADS")) return;
+  // Ranks on one machine share its cores.
+  int local = world_size;
+  if (const char* env = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"))
+    local = std::max(1, std::atoi(env));
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  set_num_threads(std::max(1, cores / local));
+}
+
+DType precision_dtype(const std::string& name) {
+  if (name == "bf16") return DType::bf16;
+  if (name == "f16") return DType::f16;
+  return DType::f32;
+}
+
+// Rank-dependent so dropout masks differ across data-parallel ranks.
+uint64_t rng_seed(const TrainConfig& c, int64_t data_rank) {
+  return c.train.seed * 0x9E3779B97F4A7C15ull + uint64_t(data_rank) + 1;
+}
+
+class Trainer {
+ public:
+  Trainer(const TrainConfig& config, std::shared_ptr<parallel::Communicator> world,
+          const TrainerOptions& options)
+      : config_(config), world_(std::move(world)), options_(options) {}
+
+  TrainSummary run();
+
+ private:
+  void setup();
+  void resume(const std::string& dir);
+  void save(int64_t step);
+  double train_step(int64_t step, StepStats& stats);
+  void evaluate(int64_t step);
+  void header();
+  std::ostream* out() const { return rank0() ? options_.out : nullptr; }
+  bool rank0() const { return !world_ || world_->rank() == 0; }
+  parallel::Communicator* data_group() const {
+    return context_ ? context_->data_group().get() : nullptr;
+  }
+
+  TrainConfig config_;
+  std::shared_ptr<parallel::Communicator> world_;
+  TrainerOptions options_;
+  int64_t accum_ = 1;
+  int64_t data_rank_ = 0;
+  std::unique_ptr<parallel::ParallelContext> context_;
+  Generator init_gen_;
+  std::unique_ptr<Task> task_;
+  std::unique_ptr<optim::MasterWeights> masters_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::optional<optim::LrSchedule> schedule_;
+  std::unique_ptr<optim::DynamicLossScaler> scaler_;
+  std::unique_ptr<parallel::DataParallel> dp_;
+  std::unique_ptr<Progress> progress_;
+  int64_t step_ = 0;
+  int64_t units_seen_ = 0;
+  std::string resumed_from_;
+  TrainSummary summary_;
+};
+
+void Trainer::setup() {
+  const int world_size = world_ ? world_->size() : 1;
+  run_agreed(world_.get(), [&] {
+    accum_ = resolve_layout(config_, world_size);
+    config_.parallel.validate(world_size);
+  });
+  set_threads(config_, world_size);
+  if (world_) {
+    // Ranks holding different configurations would deadlock in mismatched collectives.
+    parallel::check_same_config(*world_, config_.source.dump());
+    context_ = std::make_unique<parallel::ParallelContext>(config_.parallel, world_);
+    data_rank_ = context_->coord("data");
+  }
+  run_agreed(world_.get(), [&] {
+    init_gen_ = Generator(config_.train.seed);
+    manual_seed(rng_seed(config_, data_rank_));
+    task_ = make_task({.config = &config_,
+                       .data_rank = data_rank_,
+                       .data_size = config_.parallel.data,
+                       .init_gen = &init_gen_});
+    nn::Module& model = task_->model();
+    const DType dtype = precision_dtype(config_.precision.dtype);
+    if (dtype != DType::f32) model.to(dtype);
+    masters_ = std::make_unique<optim::MasterWeights>(model.parameters());
+    std::vector<optim::ParamGroup> groups = optim::param_groups_with_decay(
+        model.named_parameters(), std::max(0.0, config_.weight_decay));
+    if (config_.weight_decay < 0) groups[0].weight_decay.reset();  // the optimizer's default
+    optimizer_ = optim::make_optimizer(config_.optimizer, masters_->master_groups(groups));
+    schedule_.emplace(config_.schedule);
+    if (dtype == DType::f16)
+      scaler_ = std::make_unique<optim::DynamicLossScaler>(config_.precision.loss_scale);
+    if (config_.checkpoint.resume && !config_.checkpoint.dir.empty()) {
+      if (auto latest = io::latest_checkpoint(config_.checkpoint.dir)) resume(*latest);
+    }
+    if (rank0() && !config_.logging.metrics.empty() && step_ == 0) {
+      std::error_code ec;  // a fresh run starts a fresh file
+      std::filesystem::remove(config_.logging.metrics, ec);
+    }
+    progress_ = std::make_unique<Progress>(
+        ProgressOptions{.out = config_.logging.progress ? out() : nullptr,
+                        .live = options_.live,
+                        .log_every = config_.logging.log_every,
+                        .total_steps = config_.train.steps,
+                        .unit = task_->unit(),
+                        .metrics_path = rank0() ? config_.logging.metrics : std::string()});
+  });
+  if (config_.parallel.data > 1) {
+    dp_ = std::make_unique<parallel::DataParallel>(task_->model().named_parameters(),
+                                                   context_->data_group());
+  }
+}
+
+void Trainer::resume(const std::string& dir) {
+  io::CheckpointContents ck = io::load_checkpoint(dir);
+  const json& s = ck.state;
+  TS_CHECK(
+      s.value("format", "") == kTrainStateFormat && s.contains("step") && s.contains("optimizer"),
+      "checkpoint", dir, ": state.json is not a tessera trainer checkpoint");
+  load_model_tensors(task_->model(), masters_.get(), ck.model, dir);
+  try {
+    optimizer_->load_state_dict({s.at("optimizer"), ck.optimizer});
+    if (scaler_ && !s.at("scaler").is_null()) scaler_->load_state_dict(s.at("scaler"));
+    task_->load_data_state(s.at("data"));
+    default_generator().set_state(rng_seed(config_, data_rank_),
+                                  s.at("rng_offset").get<uint64_t>());
+    step_ = s.at("step").get<int64_t>();
+    units_seen_ = s.value("units_seen", int64_t(0));
+  } catch (const std::exception& e) {
+    TS_FAIL("checkpoint", dir, ": cannot resume from it: ", error_text(e));
+  }
+  resumed_from_ = dir;
+}
+
+void Trainer::save(int64_t step) {
+  if (!rank0() || config_.checkpoint.dir.empty()) return;
+  optim::OptimizerState opt = optimizer_->state_dict();
+  io::CheckpointContents ck;
+  ck.model = model_checkpoint_tensors(task_->model(), *masters_);
+  ck.optimizer = opt.tensors;
+  ck.state = {{"format", kTrainStateFormat},
+              {"version", 1},
+              {"step", step},
+              {"config", config_.source},
+              {"optimizer", opt.meta},
+              {"scaler", scaler_ ? scaler_->state_dict() : json()},
+              {"rng_offset", default_generator().offset()},
+              {"data", task_->data_state()},
+              {"units_seen", units_seen_}};
+  const std::string dir = io::checkpoint_dir(config_.checkpoint.dir, step);
+  io::save_checkpoint(dir, ck);
+  prune_checkpoints(config_.checkpoint.dir, config_.checkpoint.keep);
+  progress_->message("checkpoint saved: " + dir);
+}
+
+double Trainer::train_step(int64_t step, StepStats& stats) {
+  const auto start = std::chrono::steady_clock::now();
+  const double lr = schedule_->lr_at(step);
+  optimizer_->set_lr(lr);
+  const int64_t micro = config_.train.micro_batch_size;
+  double local_loss = 0;
+  for (int64_t m = 0; m < accum_; ++m) {
+    std::optional<parallel::DataParallel::NoSyncGuard> no_sync;
+    if (dp_ && m + 1 < accum_) no_sync.emplace(dp_->no_sync());
+    Tensor loss = task_->micro_loss(micro);
+    local_loss += loss.item();
+    if (accum_ > 1) loss = mul(loss, 1.0 / double(accum_));
+    if (scaler_) loss = scaler_->scale_loss(loss);
+    autograd::backward({loss});
+  }
+  if (dp_) dp_->finish_gradient_sync();
+  const double loss =
+      sum_over_ranks(data_group(), {local_loss})[0] / double(accum_ * config_.parallel.data);
+  if (!scaler_) {
+    // Every rank holds the same averaged loss, so all fail together; rank 0 reports.
+    run_agreed(world_.get(), [&] {
+      TS_CHECK(
+          std::isfinite(loss), "train", "the loss is ", loss, " at step ", step + 1,
+          ": training diverged (lower optimizer.lr, set train.grad_clip, or use precision.dtype "
+          "f32); not training on garbage");
+    });
+  }
+  masters_->grads_to_master();
+  const std::vector<Tensor>& params = masters_->masters();
+  bool found_inf = false;
+  if (scaler_) found_inf = scaler_->unscale(params);
+  double norm = -1;
+  if (config_.train.grad_clip > 0 && !found_inf) {
+    norm = optim::clip_grad_norm(params, config_.train.grad_clip);
+    run_agreed(world_.get(), [&] {
+      TS_CHECK(scaler_ || std::isfinite(norm), "train", "the gradient norm is ", norm, " at step ",
+               step + 1, " (loss ", loss, "): training diverged");
+    });
+  }
+  if (scaler_)
+    scaler_->step(*optimizer_);
+  else
+    optimizer_->step();
+  masters_->master_to_model();
+  masters_->zero_grad();
+
+  stats.step = step + 1;
+  stats.loss = loss;
+  stats.lr = lr;
+  stats.grad_norm = norm;
+  stats.units = config_.train.batch_size * task_->units_per_item();
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stats.loss_scale = scaler_ ? scaler_->scale() : 0.0;
+  stats.skipped_steps = scaler_ ? scaler_->skipped_steps() : 0;
+  stats.peak_bytes = memory_stats(kCPU).peak_bytes;
+  return loss;
+}
+
+void Trainer::evaluate(int64_t step) {
+  EvalResult r =
+      task_->evaluate(data_group(), config_.train.eval_batches, config_.train.micro_batch_size);
+  if (r.summary.empty()) return;
+  summary_.last_eval = r.metrics;
+  progress_->eval(step, r.metrics, r.summary);
+}
+
+void Trainer::header() {
+  std::ostream* os = out();
+  if (!os) return;
+  const TrainConfig& c = config_;
+  const TrainSection& t = c.train;
+  char params[32];
+  std::snprintf(params, sizeof params, "%.2fM", double(task_->model().num_parameters()) / 1e6);
+  *os << "tessera train: " << model_kind_name(c.kind) << ", " << params << " parameters, "
+      << c.precision.dtype << ", " << c.optimizer.value("type", "adamw") << " lr " << c.schedule.lr
+      << " (" << c.schedule.type << " schedule)\n"
+      << "  data: " << task_->data_description() << "\n"
+      << "  ranks: " << (world_ ? world_->size() : 1) << " (data parallel " << c.parallel.data
+      << ") | global batch " << t.batch_size;
+  if (task_->units_per_item() > 1) *os << " x " << task_->units_per_item() << " " << task_->unit();
+  *os << " | micro-batch " << t.micro_batch_size << " per rank x " << accum_ << " accumulation | "
+      << "threads per rank: " << num_threads() << "\n";
+  if (!resumed_from_.empty())
+    *os << "  resumed from " << resumed_from_ << " at step " << step_ << "\n";
+  os->flush();
+}
+
+TrainSummary Trainer::run() {
+  setup();
+  header();
+  summary_.start_step = step_;
+  const auto start = std::chrono::steady_clock::now();
+  while (step_ < config_.train.steps) {
+    StepStats stats;
+    summary_.losses.push_back(train_step(step_, stats));
+    ++step_;
+    units_seen_ += stats.units;
+    progress_->step(stats);
+    const bool last = step_ == config_.train.steps;
+    if (config_.train.eval_every > 0 && step_ % config_.train.eval_every == 0 && !last)
+      evaluate(step_);
+    if (config_.checkpoint.every > 0 && step_ % config_.checkpoint.every == 0 && !last) save(step_);
+  }
+  evaluate(step_);
+  if (summary_.start_step < step_) save(step_);
+  summary_.end_step = step_;
+  summary_.skipped_steps = scaler_ ? scaler_->skipped_steps() : 0;
+  if (rank0() && !summary_.losses.empty()) {
+    std::ostringstream os;
+    os << "done: " << step_ - summary_.start_step << " steps in "
+       << Progress::format_duration(
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count())
+       << " | loss " << summary_.losses.front() << " -> " << summary_.losses.back();
+    if (scaler_) os << " | " << summary_.skipped_steps << " steps skipped by the loss scaler";
+    progress_->message(os.str());
+  }
+  if (rank0() && options_.out) task_->finish(*options_.out);
+  return summary_;
+}
+
+}  // namespace
+
+TrainSummary run_training(const TrainConfig& config, std::shared_ptr<parallel::Communicator> world,
+                          const TrainerOptions& options) {
+  Trainer trainer(config, std::move(world), options);
+  return trainer.run();
+}
+
+}  // namespace tessera::train

@@ -1,0 +1,42 @@
+// The training loop behind `tessera train`: builds the model, optimizer, schedule, precision and
+// data parallelism from a TrainConfig, resumes from the latest checkpoint, trains with gradient
+// accumulation and clipping, evaluates, checkpoints, and reports progress on rank 0.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <vector>
+
+#include "models/train/train_config.h"
+#include "parallel/comm/communicator.h"
+
+namespace tessera::train {
+
+struct TrainerOptions {
+  std::ostream* out = nullptr;  // rank 0's progress, evaluations and sample; null: silent
+  bool live = false;            // redraw the progress line in place (stdout is a terminal)
+};
+
+struct TrainSummary {
+  int64_t start_step = 0;  // steps already done when this run began (from a checkpoint)
+  int64_t end_step = 0;
+  std::vector<double> losses;  // the global-batch loss of each step this run took
+  nlohmann::json last_eval;    // metrics of the final evaluation (empty without held-out data)
+  int64_t skipped_steps = 0;   // f16 steps skipped by the loss scaler, in total
+};
+
+// Collective over `world` (every rank calls it; null: one process without MPI). Layout errors,
+// parallel features that are not implemented yet, bad data and bad checkpoints throw ValueError
+// on the lowest failing rank while the other ranks wait to be ended by its abort (run_distributed),
+// so a mistake every rank makes is reported once. A non-finite loss throws (f32, bf16) or skips
+// the step through the loss scaler (f16).
+TrainSummary run_training(const TrainConfig& config, std::shared_ptr<parallel::Communicator> world,
+                          const TrainerOptions& options = {});
+
+// Runs fn() on every rank of comm; if it throws anywhere, the lowest failing rank rethrows and the
+// others block until that rank's abort ends them (nullptr or one rank: plain call).
+void run_agreed(parallel::Communicator* comm, const std::function<void()>& fn);
+
+}  // namespace tessera::train

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# `tessera` in one process: usage and configuration errors, a short run with a checkpoint, then
+# `data prepare`, `eval` and `generate` on that checkpoint, and a corrupt checkpoint.
+# Usage: cli_test.sh TESSERA
+set -u
+here=$(dirname "$0")
+source "$here/cli_test_lib.sh"
+tessera=$(realpath "$1")
+cfg=$here/tiny_gpt.json
+work=$TMPDIR/work
+mkdir -p "$work"
+
+run 30 "$tessera"
+[ "$RC" -eq 2 ] && grep -qF "usage: tessera <command>" "$LOG" && echo "ok: usage" || fail "usage (exit $RC)"
+
+printf '{\n  "model": {"type": "gpt"},\n  "train": {"steps": 3,}\n}\n' >"$work/bad.json"
+run 60 "$tessera" train --config "$work/bad.json"
+expect_error "malformed JSON" "bad.json: invalid JSON: parse error at line 3"
+
+run 60 "$tessera" train --config "$cfg" --set train.stpes=3
+expect_error "unknown key" "unknown key 'train.stpes' (train takes: steps,"
+
+run 60 "$tessera" train --config "$cfg" --set optimizer.lr=fast
+expect_error "bad value" "optimizer"
+
+run 60 "$tessera" train --config "$work/none.json"
+expect_error "missing config" "none.json: cannot open the file"
+
+run 60 "$tessera" train --config "$cfg" --set data.path="$work/missing.tok"
+expect_error "missing data file" "missing.tok"
+
+run 60 "$tessera" train --config "$cfg" --set parallel.tensor.size=2
+expect_error "tensor parallel not yet" "tensor parallelism (1d) is not implemented yet"
+
+run 60 "$tessera" train
+expect_error "no --config" "expected --config FILE"
+
+run 300 "$tessera" train --config "$cfg" --set checkpoint.dir="$work/ck" --set logging.metrics="$work/m.jsonl"
+expect_ok "short run" "sample (temperature"
+grep -qF "step 10/10 | loss" "$LOG" || fail "short run: no progress line for step 10"
+grep -qF "eval at step 10 | val loss" "$LOG" || fail "short run: no evaluation"
+[ -f "$work/ck/step-00000010/model.safetensors" ] || fail "short run: no checkpoint"
+[ "$(grep -c '"step"' "$work/m.jsonl")" -eq 11 ] || fail "metrics: expected 10 step records + 1 eval"
+
+head -c 20000 /dev/urandom | tr -dc 'a-z .' | head -c 3000 >"$work/text.txt"
+run 60 "$tessera" data prepare --input "$work/text.txt" --output "$work/text.tok" --tokenizer byte --quiet
+expect_ok "data prepare" ""
+[ -f "$work/text.tok" ] || fail "data prepare wrote no token file"
+
+run 120 "$tessera" eval --checkpoint "$work/ck" --data "$work/text.tok"
+expect_ok "eval" "| loss "
+grep -qE "perplexity [0-9]+\.[0-9]+" "$LOG" || fail "eval: no perplexity"
+
+run 120 "$tessera" generate --checkpoint "$work/ck" --prompt "the cat" --max-new-tokens 30 --temperature 0
+expect_ok "generate" "the cat"
+first=$(cat "$LOG")
+run 120 "$tessera" generate --checkpoint "$work/ck/step-00000010" --prompt "the cat" --max-new-tokens 30 --temperature 0
+[ "$first" = "$(cat "$LOG")" ] && echo "ok: greedy generation repeats" || fail "greedy generation differs"
+[ "$(head -c 7 "$LOG")" = "the cat" ] || fail "generate: output does not start with the prompt"
+
+run 120 "$tessera" generate --checkpoint "$work/ck" --prompt "the" --max-new-tokens 20 --temperature 0.8 --top-k 5 --seed 3
+expect_ok "generate with sampling" "the"
+
+run 60 "$tessera" eval --checkpoint "$work/nothing" --data "$work/text.tok"
+expect_error "eval of a missing checkpoint" "nothing: no such directory"
+
+printf 'garbage!' | dd of="$work/ck/step-00000010/model.safetensors" bs=1 seek=200 conv=notrunc 2>/dev/null
+run 60 "$tessera" eval --checkpoint "$work/ck" --data "$work/text.tok"
+expect_error "eval of a corrupt checkpoint" "model.safetensors"
+run 60 "$tessera" train --config "$cfg" --set checkpoint.dir="$work/ck" --set train.steps=12
+expect_error "resume from a corrupt checkpoint" "model.safetensors"
+
+finish

@@ -1,0 +1,179 @@
+// `tessera eval` and `tessera generate`: load a GPT checkpoint written by `tessera train` (its
+// stored configuration rebuilds the model) and score a token file or continue a prompt.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+
+#include "autograd/grad_mode.h"
+#include "core/error.h"
+#include "core/factory.h"
+#include "models/data/token_dataset.h"
+#include "models/data/tokenizer.h"
+#include "models/gpt/gpt.h"
+#include "models/train/train_state.h"
+#include "tools/cli/commands.h"
+
+namespace tessera::cli {
+
+const char* const kEvalUsage =
+    "usage: tessera eval --checkpoint DIR --data FILE [--batch-size B] [--max-batches N]\n"
+    "  --checkpoint DIR   a checkpoint (step-N directory) or the directory holding them (latest)\n"
+    "  --data FILE        token file (tessera data prepare); scored in consecutive windows of the\n"
+    "                     model's training length\n"
+    "  --batch-size B     windows per forward (default 8)\n"
+    "  --max-batches N    stop after N batches (default: the whole file)\n";
+
+const char* const kGenerateUsage =
+    "usage: tessera generate --checkpoint DIR [--prompt TEXT] [--max-new-tokens N]\n"
+    "                        [--temperature T] [--top-k K] [--seed S]\n"
+    "                        [--tokenizer byte|gpt2 --vocab vocab.json --merges merges.txt]\n"
+    "  defaults: the training config's sample prompt, 200 tokens, temperature 0.8, top-k 0 (all),\n"
+    "  seed 0, and the tokenizer named in the training config's data section\n";
+
+namespace {
+
+struct LoadedGpt {
+  train::TrainConfig config;
+  std::unique_ptr<gpt::GPT> model;
+  std::string dir;
+};
+
+LoadedGpt load_gpt(const std::string& path) {
+  LoadedGpt g;
+  g.dir = train::resolve_checkpoint_dir(path);
+  io::CheckpointContents ck = io::load_checkpoint(g.dir);
+  g.config = train::checkpoint_config(ck.state, g.dir);
+  TS_CHECK(g.config.kind == train::ModelKind::gpt, "checkpoint", g.dir,
+           ": expected a GPT checkpoint, got a ", train::model_kind_name(g.config.kind), " model");
+  Generator gen(0);
+  g.model = std::make_unique<gpt::GPT>(g.config.gpt, gen);
+  train::load_model_tensors(*g.model, nullptr, ck.model, g.dir);
+  g.model->eval();
+  return g;
+}
+
+int report_error(const char* command, const std::exception& e) {
+  std::cerr << "tessera " << command << ": " << train::error_text(e) << "\n";
+  return 1;
+}
+
+}  // namespace
+
+int run_eval(const std::vector<std::string>& args) {
+  try {
+    std::string checkpoint, data_path;
+    long long batch = 8, max_batches = -1;
+    ArgReader r(args, "eval");
+    while (r.next()) {
+      if (r.help()) {
+        std::cout << kEvalUsage;
+        return 0;
+      } else if (r.name() == "--checkpoint")
+        checkpoint = r.value();
+      else if (r.name() == "--data")
+        data_path = r.value();
+      else if (r.name() == "--batch-size")
+        batch = ArgReader::to_int(r.name(), r.value());
+      else if (r.name() == "--max-batches")
+        max_batches = ArgReader::to_int(r.name(), r.value());
+      else
+        r.unknown();
+    }
+    TS_CHECK(!checkpoint.empty() && !data_path.empty(), "eval",
+             "expected --checkpoint DIR and --data FILE (see --help)");
+    TS_CHECK(batch > 0, "eval", "expected --batch-size > 0, got ", batch);
+    LoadedGpt g = load_gpt(checkpoint);
+    const int64_t T = g.config.seq_len();
+    data::TokenDataset ds(data_path, {.context = T, .shuffle = false});
+    TS_CHECK(int64_t(ds.vocab_size()) <= g.config.gpt.vocab_size, "eval", data_path,
+             ": expected token ids below the model's vocabulary ", g.config.gpt.vocab_size,
+             ", got a file with vocabulary ", ds.vocab_size());
+    autograd::NoGradGuard no_grad;
+    const int64_t windows = ds.num_windows();
+    int64_t batches = (windows + batch - 1) / batch;
+    if (max_batches >= 0) batches = std::min<int64_t>(batches, max_batches);
+    double loss_sum = 0, tokens = 0;
+    for (int64_t b = 0; b < batches; ++b) {
+      const int64_t rows = std::min<int64_t>(batch, windows - b * batch);
+      data::TokenBatch tb = ds.next_batch(rows);
+      loss_sum += g.model->loss(tb.input, tb.target).item() * double(tb.input.numel());
+      tokens += double(tb.input.numel());
+    }
+    TS_CHECK(tokens > 0, "eval", "expected at least one batch, got --max-batches 0");
+    const double loss = loss_sum / tokens;
+    std::printf("eval %s on %s: %.0f tokens in windows of %lld | loss %.4f | perplexity %.3f\n",
+                g.dir.c_str(), data_path.c_str(), tokens, (long long)T, loss, std::exp(loss));
+    return 0;
+  } catch (const std::exception& e) {
+    return report_error("eval", e);
+  }
+}
+
+int run_generate(const std::vector<std::string>& args) {
+  try {
+    std::string checkpoint, tokenizer_kind, vocab, merges;
+    std::optional<std::string> prompt;
+    long long max_new = 200, top_k = 0, seed = 0;
+    double temperature = 0.8;
+    ArgReader r(args, "generate");
+    while (r.next()) {
+      if (r.help()) {
+        std::cout << kGenerateUsage;
+        return 0;
+      } else if (r.name() == "--checkpoint")
+        checkpoint = r.value();
+      else if (r.name() == "--prompt")
+        prompt = r.value();
+      else if (r.name() == "--max-new-tokens")
+        max_new = ArgReader::to_int(r.name(), r.value());
+      else if (r.name() == "--temperature")
+        temperature = ArgReader::to_double(r.name(), r.value());
+      else if (r.name() == "--top-k")
+        top_k = ArgReader::to_int(r.name(), r.value());
+      else if (r.name() == "--seed")
+        seed = ArgReader::to_int(r.name(), r.value());
+      else if (r.name() == "--tokenizer")
+        tokenizer_kind = r.value();
+      else if (r.name() == "--vocab")
+        vocab = r.value();
+      else if (r.name() == "--merges")
+        merges = r.value();
+      else
+        r.unknown();
+    }
+    TS_CHECK(!checkpoint.empty(), "generate", "expected --checkpoint DIR (see --help)");
+    TS_CHECK(max_new >= 0 && temperature >= 0 && top_k >= 0, "generate",
+             "expected --max-new-tokens, --temperature and --top-k >= 0, got ", max_new, ", ",
+             temperature, ", ", top_k);
+    LoadedGpt g = load_gpt(checkpoint);
+    const train::DataSection& d = g.config.data;
+    auto tokenizer =
+        data::make_tokenizer({.kind = tokenizer_kind.empty() ? d.tokenizer : tokenizer_kind,
+                              .vocab_path = vocab.empty() ? d.vocab : vocab,
+                              .merges_path = merges.empty() ? d.merges : merges});
+    std::vector<uint32_t> ids32 = tokenizer->encode(prompt.value_or(g.config.train.sample_prompt));
+    TS_CHECK(!ids32.empty(), "generate", "expected a non-empty --prompt");
+    std::vector<int64_t> ids(ids32.begin(), ids32.end());
+    for (int64_t id : ids)
+      TS_CHECK(id < g.config.gpt.vocab_size, "generate", "the prompt's token ", id,
+               " is outside the model's vocabulary ", g.config.gpt.vocab_size,
+               " (is --tokenizer the one the model was trained with?)");
+    Generator gen(static_cast<uint64_t>(seed));
+    Tensor out = g.model->generate(from_vector<int64_t>(ids, {1, int64_t(ids.size())}), max_new,
+                                   temperature, top_k, gen);
+    const Tensor flat = out.contiguous();
+    std::vector<uint32_t> result;
+    for (int64_t i = 0; i < flat.numel(); ++i) {
+      const int64_t id = flat.data<int64_t>()[i];
+      result.push_back(id < tokenizer->vocab_size() ? uint32_t(id) : uint32_t('?'));
+    }
+    std::cout << tokenizer->decode(result) << "\n";
+    return 0;
+  } catch (const std::exception& e) {
+    return report_error("generate", e);
+  }
+}
+
+}  // namespace tessera::cli

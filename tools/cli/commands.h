@@ -1,0 +1,43 @@
+// The `tessera` subcommands, each taking the arguments after its name and returning the exit code.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tessera::cli {
+
+// `train --config FILE [--set key=value ...]`: runs under MPI (mpirun -np N, or one process).
+// argc/argv are the whole command line (MPI_Init may read it).
+int run_train(int argc, char** argv, const std::vector<std::string>& args);
+// `eval --checkpoint DIR --data FILE [--batch-size B] [--max-batches N]`
+int run_eval(const std::vector<std::string>& args);
+// `generate --checkpoint DIR [--prompt TEXT] [--max-new-tokens N] [--temperature T] [--top-k K]
+// [--seed S] [--tokenizer byte|gpt2 --vocab FILE --merges FILE]`
+int run_generate(const std::vector<std::string>& args);
+
+extern const char* const kTrainUsage;
+extern const char* const kEvalUsage;
+extern const char* const kGenerateUsage;
+
+// Reads "--name value" pairs; flags without a value are errors. Throws ValueError naming the
+// argument for a missing value or an unknown name.
+struct ArgReader {
+  ArgReader(const std::vector<std::string>& args, const char* command);
+  // Consumes the next argument; false at the end. name() and value() describe it.
+  bool next();
+  const std::string& name() const { return name_; }
+  const std::string& value();
+  bool help() const { return name_ == "--help" || name_ == "-h"; }
+  [[noreturn]] void unknown() const;
+  static long long to_int(const std::string& flag, const std::string& text);
+  static double to_double(const std::string& flag, const std::string& text);
+
+ private:
+  const std::vector<std::string>& args_;
+  const char* command_;
+  size_t i_ = 0;
+  std::string name_, value_;
+  bool value_taken_ = false;
+};
+
+}  // namespace tessera::cli

@@ -1,0 +1,81 @@
+// `tessera`: the command-line entry point. train / eval / generate run here; `data prepare` calls
+// the data tools' front end; `bench` hands over to the benchmark binary built beside this one.
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "tools/cli/commands.h"
+#include "tools/data/prepare_cli.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: tessera <command> [options]   (tessera <command> --help for its options)\n"
+    "  train --config FILE [--set key=value ...]   train GPT, BERT or ViT; mpirun -np N for N "
+    "ranks\n"
+    "  eval --checkpoint DIR --data FILE           loss and perplexity of a GPT checkpoint on a "
+    "token file\n"
+    "  generate --checkpoint DIR --prompt TEXT     continue a prompt with a GPT checkpoint\n"
+    "  data prepare --input a.txt --output a.tok   text files -> token files\n"
+    "  bench [kernels] ...                         kernel benchmark beside PyTorch\n";
+
+// The benchmark binary: bazel-bin/tools/bench/bench next to bazel-bin/tools/cli/tessera, or in
+// this binary's runfiles.
+std::string find_bench() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  for (const fs::path& p :
+       {self.parent_path().parent_path() / "bench" / "bench",
+        fs::path(self.string() + ".runfiles") / "__main__" / "tools" / "bench" / "bench"}) {
+    if (fs::exists(p)) return p.string();
+  }
+  return "";
+}
+
+int run_bench(char** argv, int first) {
+  const std::string bench = find_bench();
+  if (bench.empty()) {
+    std::cerr << "tessera bench: the benchmark binary is not built; run "
+                 "`bazel build //tools/bench:bench` (it is found next to tessera)\n";
+    return 1;
+  }
+  std::vector<char*> args{const_cast<char*>(bench.c_str())};
+  for (int i = first; argv[i]; ++i) args.push_back(argv[i]);
+  args.push_back(nullptr);
+  execv(bench.c_str(), args.data());
+  std::cerr << "tessera bench: cannot run " << bench << ": " << std::strerror(errno) << "\n";
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace tessera::cli;
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
+      !std::strcmp(argv[1], "help")) {
+    std::cout << kUsage;
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  const std::vector<std::string> rest(argv + 2, argv + argc);
+  if (command == "train") return run_train(argc, argv, rest);
+  if (command == "eval") return run_eval(rest);
+  if (command == "generate") return run_generate(rest);
+  if (command == "bench") return run_bench(argv, 2);
+  if (command == "data") {
+    if (rest.empty() || rest[0] != "prepare") {
+      std::cerr << "tessera data: expected the subcommand 'prepare'\n";
+      return 2;
+    }
+    return tessera::tools::run_prepare_command({rest.begin() + 1, rest.end()}, std::cout,
+                                               std::cerr);
+  }
+  std::cerr << "tessera: unknown command '" << command << "'\n" << kUsage;
+  return 2;
+}
