@@ -13,6 +13,15 @@
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/softmax.h"
 
+// The CUDA backend (absent under --config=cpu): each op adds `TS_ON_CUDA(device, cuda::op(...));`
+// before its no_backend line, and its header below.
+#ifdef TESSERA_CUDA
+#define TS_ON_CUDA(device, call) \
+  if ((device).is_cuda()) return call
+#else
+#define TS_ON_CUDA(device, call)
+#endif
+
 namespace tessera::kernels {
 namespace {
 [[noreturn]] void no_backend(const char* op, Device d) {
