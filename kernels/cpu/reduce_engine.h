@@ -25,18 +25,25 @@ struct SumOp {
   static Acc op(Acc a, Acc b) { return a + b; }
 };
 
-// max and min keep the earlier value on ties and propagate NaN, like PyTorch's amax/amin.
+// max and min keep the earlier value on ties and propagate NaN, like PyTorch's amax/amin. They
+// start from -inf/+inf for floats (not the largest finite value), so a row of -inf reduces to -inf.
 template <typename Acc>
 struct MaxOp {
   static constexpr int64_t kLanes = 8;
-  static Acc init() { return std::numeric_limits<Acc>::lowest(); }
+  static Acc init() {
+    if constexpr (std::numeric_limits<Acc>::has_infinity) return -std::numeric_limits<Acc>::infinity();
+    return std::numeric_limits<Acc>::lowest();
+  }
   static Acc op(Acc a, Acc b) { return pick((b > a) | (b != b), b, a); }
 };
 
 template <typename Acc>
 struct MinOp {
   static constexpr int64_t kLanes = 8;
-  static Acc init() { return std::numeric_limits<Acc>::max(); }
+  static Acc init() {
+    if constexpr (std::numeric_limits<Acc>::has_infinity) return std::numeric_limits<Acc>::infinity();
+    return std::numeric_limits<Acc>::max();
+  }
   static Acc op(Acc a, Acc b) { return pick((b < a) | (b != b), b, a); }
 };
 

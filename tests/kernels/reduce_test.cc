@@ -244,6 +244,21 @@ TEST_CASE("max, min, argmax and argmin: NaN propagates and ties take the first i
   CHECK(std::isnan(values(m1)[0]));
 }
 
+TEST_CASE("max of a row of -inf is -inf and min of a row of +inf is +inf", "[reduce]") {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
+    Tensor x = from_vector({-inf, -inf, -inf, inf, inf, inf}, {2, 3}).to(dt);
+    Tensor out = empty({2, 1}, {.dtype = dt});
+    cpu::reduce(ReduceOp::max, x, {1}, out);
+    CHECK(values(out)[0] == -inf);
+    cpu::reduce(ReduceOp::min, x, {1}, out);
+    CHECK(values(out)[1] == inf);
+    Tensor col = empty({1, 3}, {.dtype = dt});  // the column path
+    cpu::reduce(ReduceOp::max, x.narrow(0, 0, 1), {0}, col);
+    CHECK(values(col)[2] == -inf);
+  }
+}
+
 TEST_CASE("var corrections and degenerate sizes", "[reduce]") {
   Tensor x = from_vector({1.0f, 2.0f, 4.0f, 7.0f}, {4});
   Tensor out = empty({1});
