@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/tensor.h"
@@ -50,6 +51,12 @@ void reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, cons
 // dims of a, b, out are equal (a and b may be broadcast views with stride 0). Transposed inner
 // layouts are used without a copy.
 void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate = false);
+
+// ---------------------------------------------------------------- fused linear
+enum class Activation : uint8_t { none, gelu_tanh };
+// out (M, N) = act(x (M, K) @ w (N, K)^T + bias (N)); bias may be undefined. The bias add and the
+// activation run in f32 on the f32 accumulator, so 16-bit outputs are rounded once.
+void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Activation act, const Tensor& out);
 
 // ---------------------------------------------------------------- softmax family (last dim)
 void softmax(const Tensor& x, const Tensor& out);
@@ -129,5 +136,13 @@ struct AdamStep {
 // elsewhere), grad (any floating), exp_avg and exp_avg_sq (f32).
 void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                  const AdamStep& step);
+
+// One parameter's operands of adam_update, for the multi-tensor form.
+struct AdamTensors {
+  Tensor param, grad, exp_avg, exp_avg_sq;
+};
+// adam_update on every entry with the same AdamStep (hyper-parameters and step count); all entries
+// live on one device. On CUDA, entries with equal (param, grad) dtypes share one kernel launch.
+void adam_update_multi(std::span<const AdamTensors> tensors, const AdamStep& step);
 
 }  // namespace tessera::kernels

@@ -1,4 +1,5 @@
-// Adam / AdamW: option handling, and the update handed to kernels::adam_update.
+// Adam / AdamW: option handling, and the updates handed to kernels::adam_update_multi (a whole
+// group per call) and kernels::adam_update (a single parameter).
 #include "optim/adam.h"
 
 #include "kernels/kernels.h"
@@ -33,12 +34,13 @@ void adam_validate(const O& o, const char* where) {
   TS_CHECK(o.weight_decay >= 0.0, where, "expected weight_decay >= 0, got ", o.weight_decay);
 }
 
-// param (contiguous, any floating dtype; f32 normally), grad (contiguous, the param's shape).
-template <typename O>
-void adam_step(const O& o, bool decoupled, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
-               const Tensor& exp_avg_sq, int64_t step) {
+void check_contiguous(const Tensor& param, bool decoupled) {
   TS_CHECK(param.is_contiguous(), decoupled ? "adamw" : "adam", "expected a contiguous parameter, got ",
            param.describe(), " with strides ", shape_str(param.strides()));
+}
+
+template <typename O>
+kernels::AdamStep step_of(const O& o, bool decoupled, int64_t step) {
   kernels::AdamStep s;
   s.lr = float(o.lr);
   s.beta1 = float(o.beta1);
@@ -47,8 +49,39 @@ void adam_step(const O& o, bool decoupled, const Tensor& param, const Tensor& gr
   s.weight_decay = float(o.weight_decay);
   s.decoupled = decoupled;
   s.step = step;
-  kernels::adam_update(param, grad, exp_avg, exp_avg_sq, s);
+  return s;
+}
+
+// param (contiguous, any floating dtype; f32 normally), grad (contiguous, the param's shape).
+template <typename O>
+void adam_step(const O& o, bool decoupled, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+               const Tensor& exp_avg_sq, int64_t step) {
+  check_contiguous(param, decoupled);
+  kernels::adam_update(param, grad, exp_avg, exp_avg_sq, step_of(o, decoupled, step));
   param.bump_version();
+}
+
+// A group's parameters through kernels::adam_update_multi (one launch per dtype pairing on CUDA):
+// parameters sharing a step count and a device go together (normally the whole group).
+template <typename O, typename Pending>
+void adam_group(const O& o, bool decoupled, std::span<const Pending> pending) {
+  std::vector<bool> taken(pending.size(), false);
+  std::vector<kernels::AdamTensors> batch;
+  for (size_t i = 0; i < pending.size(); ++i) {
+    if (taken[i]) continue;
+    const int64_t step = pending[i].state->step;
+    const Device device = pending[i].param.device();
+    batch.clear();
+    for (size_t j = i; j < pending.size(); ++j) {
+      const Pending& u = pending[j];
+      if (taken[j] || u.state->step != step || u.param.device() != device) continue;
+      check_contiguous(u.param, decoupled);
+      batch.push_back({u.param, u.grad, u.state->get("exp_avg"), u.state->get("exp_avg_sq")});
+      taken[j] = true;
+    }
+    kernels::adam_update_multi(batch, step_of(o, decoupled, step));
+  }
+  for (const Pending& u : pending) u.param.bump_version();
 }
 
 }  // namespace
@@ -69,6 +102,10 @@ void Adam::update(size_t group, const Tensor& param, const Tensor& grad, ParamSt
   adam_step(options(group), false, param, grad, state.get("exp_avg"), state.get("exp_avg_sq"), state.step);
 }
 
+void Adam::update_group(size_t group, std::span<const PendingUpdate> pending) {
+  adam_group(options(group), false, pending);
+}
+
 AdamW::AdamW(const std::vector<ParamGroup>& groups, const AdamWOptions& options)
     : OptimizerWithOptions(groups, options) {}
 AdamW::AdamW(const std::vector<Tensor>& params, const AdamWOptions& options)
@@ -76,6 +113,10 @@ AdamW::AdamW(const std::vector<Tensor>& params, const AdamWOptions& options)
 
 void AdamW::update(size_t group, const Tensor& param, const Tensor& grad, ParamState& state) {
   adam_step(options(group), true, param, grad, state.get("exp_avg"), state.get("exp_avg_sq"), state.step);
+}
+
+void AdamW::update_group(size_t group, std::span<const PendingUpdate> pending) {
+  adam_group(options(group), true, pending);
 }
 
 }  // namespace tessera::optim

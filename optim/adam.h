@@ -37,6 +37,7 @@ class Adam : public OptimizerWithOptions<AdamOptions> {
 
  protected:
   void update(size_t group, const Tensor& param, const Tensor& grad, ParamState& state) override;
+  void update_group(size_t group, std::span<const PendingUpdate> pending) override;
   std::vector<std::string> state_names(size_t group) const override { return {"exp_avg", "exp_avg_sq"}; }
 };
 
@@ -48,6 +49,7 @@ class AdamW : public OptimizerWithOptions<AdamWOptions> {
 
  protected:
   void update(size_t group, const Tensor& param, const Tensor& grad, ParamState& state) override;
+  void update_group(size_t group, std::span<const PendingUpdate> pending) override;
   std::vector<std::string> state_names(size_t group) const override { return {"exp_avg", "exp_avg_sq"}; }
 };
 

@@ -84,8 +84,10 @@ int64_t Optimizer::step_count(size_t index) const {
 
 void Optimizer::step() {
   autograd::NoGradGuard no_grad;
+  std::vector<PendingUpdate> pending;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const std::vector<std::string> names = state_names(g);
+    pending.clear();
     for (size_t i = 0; i < groups_[g].size(); ++i) {
       const Tensor& p = groups_[g][i];
       const Tensor grad = p.grad();
@@ -100,9 +102,14 @@ void Optimizer::step() {
         }
       }
       ++st.step;
-      update(g, p, grad.contiguous(), st);
+      pending.push_back({p, grad.contiguous(), &st});
     }
+    update_group(g, pending);
   }
+}
+
+void Optimizer::update_group(size_t group, std::span<const PendingUpdate> pending) {
+  for (const PendingUpdate& u : pending) update(group, u.param, u.grad, *u.state);
 }
 
 void Optimizer::zero_grad() {

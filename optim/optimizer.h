@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -84,6 +85,14 @@ class Optimizer {
   // floating dtype). state.step is already incremented (1 on the first update) and state.tensors
   // exist, zero-initialised on the first update.
   virtual void update(size_t group, const Tensor& param, const Tensor& grad, ParamState& state) = 0;
+  // A parameter of a step, ready for update(): its arguments.
+  struct PendingUpdate {
+    Tensor param, grad;  // grad contiguous, the parameter's shape
+    ParamState* state;
+  };
+  // Updates one group's parameters that have gradients, in group order. The default calls update()
+  // on each; optimizers with a multi-tensor kernel override it to update them together.
+  virtual void update_group(size_t group, std::span<const PendingUpdate> pending);
   // The state tensors a parameter of `group` keeps (for example {"exp_avg", "exp_avg_sq"}).
   virtual std::vector<std::string> state_names(size_t group) const = 0;
   virtual nlohmann::json group_options_json(size_t group) const = 0;

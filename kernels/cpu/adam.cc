@@ -124,4 +124,12 @@ void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
   });
 }
 
+void adam_update_multi(std::span<const AdamTensors> tensors, const AdamStep& step) {
+  for (const AdamTensors& a : tensors) {
+    TS_CHECK(!a.param.defined() || a.param.device().is_cpu(), "adam_update",
+             "expected every param on cpu, got ", a.param.describe());
+    cpu::adam_update(a.param, a.grad, a.exp_avg, a.exp_avg_sq, step);
+  }
+}
+
 }  // namespace tessera::kernels::cpu

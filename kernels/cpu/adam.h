@@ -1,6 +1,8 @@
 // CPU Adam / AdamW update, in place (see kernels/kernels.h and kernels/adam_math.h).
 #pragma once
 
+#include <span>
+
 #include "core/tensor.h"
 #include "kernels/kernels.h"
 
@@ -8,5 +10,7 @@ namespace tessera::kernels::cpu {
 
 void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                  const Tensor& exp_avg_sq, const AdamStep& step);
+// adam_update on each entry in turn (the CPU kernel already splits each tensor across threads).
+void adam_update_multi(std::span<const AdamTensors> tensors, const AdamStep& step);
 
 }  // namespace tessera::kernels::cpu
