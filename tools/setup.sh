@@ -10,6 +10,7 @@ packages=(
   python3-torch python3-numpy libopenblas0-openmp      # reference values and the benchmark peer
   python3-matplotlib                                   # tools/plot_metrics.py
   python3-regex                                        # \p{L}/\p{N} for the GPT-2 BPE reference (tests/models/data)
+  libstb-dev                                           # stb_image: PNG/JPEG/BMP decoding (models/data)
 )
 
 missing=()

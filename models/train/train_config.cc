@@ -93,6 +93,33 @@ void read_train(const json& j, TrainSection& t) {
   r.done();
 }
 
+// Which keys each data.type takes, so a key that would be ignored is an error instead.
+void check_image_data_keys(const DataSection& d) {
+  if (d.type.empty()) {
+    TS_CHECK(d.train.empty() && d.val.empty(), "config", "data.train / data.val: only ",
+             "data.type image_folder reads them; set data.type or remove them");
+    TS_CHECK(!d.skip_bad_images && d.crop_padding == 0 && !d.hflip, "config",
+             "data.skip_bad_images / crop_padding / hflip: only image data (data.type cifar10 or ",
+             "image_folder) takes them");
+    return;
+  }
+  if (d.type == "cifar10") {
+    TS_CHECK(!d.path.empty(), "config",
+             "data.path: data.type cifar10 needs the directory of data_batch_1.bin .. ",
+             "test_batch.bin");
+    TS_CHECK(d.val_path.empty() && d.train.empty() && d.val.empty() && !d.skip_bad_images, "config",
+             "data: data.type cifar10 reads data.path only (its test_batch.bin is ",
+             "the evaluation set); remove data.val_path, data.train, data.val and ",
+             "data.skip_bad_images");
+    return;
+  }
+  TS_CHECK(!d.train.empty(), "config",
+           "data.train: data.type image_folder needs the training root (root/<class>/<image>)");
+  TS_CHECK(d.path.empty() && d.val_path.empty(), "config",
+           "data.path / data.val_path: data.type image_folder reads data.train and data.val ",
+           "instead, got '", d.path, "' / '", d.val_path, "'");
+}
+
 void read_data(const json& j, DataSection& d) {
   SectionReader r(j, "data");
   d.path = r.string("path", d.path);
@@ -106,9 +133,16 @@ void read_data(const json& j, DataSection& d) {
   d.mask_prob = r.number("mask_prob", d.mask_prob, 0.01, 1.0);
   d.builtin_images = r.integer("builtin_images", d.builtin_images, 1);
   d.image_noise = r.number("image_noise", d.image_noise, 0.0);
+  d.type = r.string("type", d.type, {"cifar10", "image_folder"});
+  d.train = r.string("train", d.train);
+  d.val = r.string("val", d.val);
+  d.skip_bad_images = r.boolean("skip_bad_images", d.skip_bad_images);
+  d.crop_padding = r.integer("crop_padding", d.crop_padding, 0, 64);
+  d.hflip = r.boolean("hflip", d.hflip);
   r.done();
   TS_CHECK(d.tokenizer != "gpt2" || (!d.vocab.empty() && !d.merges.empty()), "config",
            "data.tokenizer: gpt2 needs data.vocab (vocab.json) and data.merges (merges.txt)");
+  check_image_data_keys(d);
 }
 
 void read_checkpoint(const json& j, CheckpointSection& c) {
@@ -188,6 +222,8 @@ TrainConfig TrainConfig::from_json(const json& j) {
   read_checkpoint(top.object("checkpoint"), c.checkpoint);
   read_logging(top.object("logging"), c.logging);
   top.done();
+  TS_CHECK(c.data.type.empty() || c.kind == ModelKind::vit, "config", "data.type: ", c.data.type,
+           " is image data for the ViT trainer, got model.type ", model_kind_name(c.kind));
   if (c.kind != ModelKind::gpt) {
     TS_CHECK(c.train.seq_len == 0 || c.kind == ModelKind::bert, "config",
              "train.seq_len: only GPT and BERT read sequences, got ", c.train.seq_len, " for vit");

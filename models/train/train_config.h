@@ -60,6 +60,14 @@ struct DataSection {
   double mask_prob = 0.15;         // BERT: fraction of positions masked (80/10/10)
   int64_t builtin_images = 50000;  // ViT: images per epoch of the generated set
   double image_noise = 0.5;        // ViT: std of the Gaussian noise on the images
+  // ViT image data (README "Image data"): "" (the built-in images), "cifar10" (binary files
+  // under path) or "image_folder" (root/<class>/<image> folders train and val).
+  std::string type;
+  std::string train;             // image_folder: the training root
+  std::string val;               // image_folder: the evaluation root; empty: no evaluation
+  bool skip_bad_images = false;  // image_folder: skip undecodable files with a warning
+  int64_t crop_padding = 0;      // training images: random crop after padding; 0: off
+  bool hflip = false;            // training images: random horizontal flip
 };
 
 struct CheckpointSection {

@@ -1,12 +1,15 @@
-// The ViT trainer's task: classification of the built-in grating images, top-1 accuracy on a
-// held-out set.
+// The ViT trainer's task: classification of the built-in grating images, or of CIFAR-10 / an
+// image folder (image_data.h), with top-1 accuracy on a held-out set.
 #include <iomanip>
+#include <optional>
 #include <sstream>
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/error.h"
+#include "models/data/image_loader.h"
 #include "models/data/sampler.h"
+#include "models/train/image_data.h"
 #include "models/train/synthetic_data.h"
 #include "models/train/task.h"
 #include "models/vit/vit.h"
@@ -30,7 +33,20 @@ class VitTask : public Task {
         val_(kValImages,
              {.shuffle = false, .seed = 0, .rank = ctx.data_rank, .world_size = ctx.data_size}) {
     const TrainConfig& c = config_;
-    TS_CHECK(c.data.path.empty() && c.data.val_path.empty(), "train",
+    if (!c.data.type.empty()) {
+      images_ = load_image_data(c.data, c.vit);
+      loader_.emplace(images_.train,
+                      data::ImageLoaderOptions{.sampling = {.shuffle = c.data.shuffle,
+                                                            .seed = c.train.seed,
+                                                            .rank = ctx.data_rank,
+                                                            .world_size = ctx.data_size},
+                                               .augment = {.crop_padding = c.data.crop_padding,
+                                                           .hflip = c.data.hflip,
+                                                           .seed = c.train.seed}});
+      data_rank_ = ctx.data_rank;
+      data_size_ = ctx.data_size;
+    }
+    TS_CHECK(!c.data.type.empty() || (c.data.path.empty() && c.data.val_path.empty()), "train",
              "data.path: the ViT trainer reads its built-in generated images only; expected no "
              "data.path or data.val_path, got '",
              c.data.path, "' / '", c.data.val_path, "'");
@@ -47,6 +63,17 @@ class VitTask : public Task {
   const char* unit() const override { return "img"; }
   std::string data_description() const override {
     std::ostringstream os;
+    if (loader_) {
+      const data::ImageDataset& t = *images_.train;
+      os << t.source() << ": " << t.num_images() << " training images " << t.image_size() << "x"
+         << t.image_size() << ", " << t.num_classes() << " classes";
+      if (images_.val) os << ", " << images_.val->num_images() << " held out";
+      if (!images_.skipped.empty()) os << ", " << images_.skipped.size() << " files skipped";
+      if (config_.data.crop_padding > 0)
+        os << ", random crop (padding " << config_.data.crop_padding << ")";
+      if (config_.data.hflip) os << ", random flip";
+      return os.str();
+    }
     os << "built-in grating images " << image_.image_size << "x" << image_.image_size << ", "
        << image_.num_classes << " classes, noise std " << image_.noise
        << " (a matched filter classifies nearly 100% correctly)";
@@ -54,18 +81,27 @@ class VitTask : public Task {
   }
 
   Tensor micro_loss(int64_t micro_batch) override {
+    if (loader_) {
+      data::ImageBatch b = loader_->next(micro_batch);
+      return model_->loss(b.images.to(model_dtype()), b.labels);
+    }
     ImageBatch b = make_images(train_.next(micro_batch), image_);
     return model_->loss(b.images.to(model_dtype()), b.labels);
   }
 
-  nlohmann::json data_state() const override { return train_.position().to_json(); }
+  nlohmann::json data_state() const override {
+    return (loader_ ? loader_->position() : train_.position()).to_json();
+  }
   void load_data_state(const nlohmann::json& j) override {
-    train_.set_position(data::DataPosition::from_json(j));
+    if (loader_)
+      loader_->set_position(data::DataPosition::from_json(j));
+    else
+      train_.set_position(data::DataPosition::from_json(j));
   }
 
   EvalResult evaluate(parallel::Communicator* group, int64_t batches, int64_t micro) override {
     EvalResult r;
-    if (batches == 0) return r;
+    if (batches == 0 || (loader_ && !images_.val)) return r;
     autograd::NoGradGuard no_grad;
     model_->eval();
     val_.set_position({});
@@ -73,7 +109,8 @@ class VitTask : public Task {
     val_images.seed = kValImageSeed;
     double loss_sum = 0, correct = 0, count = 0;
     for (int64_t i = 0; i < batches; ++i) {
-      ImageBatch b = make_images(val_.next(micro), val_images);
+      ImageBatch b = loader_ ? held_out_batch(i, micro) : make_images(val_.next(micro), val_images);
+      if (b.labels.numel() == 0) continue;  // this rank is past the end of the held-out set
       Tensor logits = model_->forward(b.images.to(model_dtype()));  // (B, classes)
       Tensor pred = argmax(logits, -1).contiguous();
       const double n = double(b.labels.numel());
@@ -84,6 +121,7 @@ class VitTask : public Task {
     }
     model_->train();
     const std::vector<double> t = sum_over_ranks(group, {loss_sum, correct, count});
+    if (t[2] == 0) return r;
     r.metrics = {{"val_loss", t[0] / t[2]}, {"top1", t[1] / t[2]}};
     std::ostringstream os;
     os << std::fixed << std::setprecision(4) << "val loss " << t[0] / t[2] << " | top-1 "
@@ -95,10 +133,21 @@ class VitTask : public Task {
  private:
   DType model_dtype() const { return model_->parameters().front().dtype(); }
 
+  // Held-out images in order, each once: batch i of this rank (empty past the end of the set).
+  ImageBatch held_out_batch(int64_t i, int64_t micro) const {
+    const std::vector<int64_t> items =
+        data::eval_items(images_.val->num_images(), i, micro, data_rank_, data_size_);
+    data::ImageBatch b = data::make_image_batch(*images_.val, items);
+    return {b.images, b.labels};
+  }
+
   const TrainConfig& config_;
   data::Sampler train_, val_;
   ImageOptions image_;
   std::shared_ptr<vit::ViT> model_;
+  ImageData images_;  // data.type set: CIFAR-10 or image folders, read by loader_
+  std::optional<data::ImageLoader> loader_;
+  int64_t data_rank_ = 0, data_size_ = 1;
 };
 
 }  // namespace
