@@ -1,196 +1,68 @@
-// `bench [kernels] [--threads N] [--quick] [--filter SUBSTRING] [--no-peer]`: times Tessera's
-// kernels on the GPT-2 124M shapes and prints them beside PyTorch (CPU, eager) measured in the
-// same run, with the ratio Tessera/PyTorch (> 1: Tessera is faster).
+// `bench [kernels | train | comm] [options]`: Tessera's benchmarks. kernels (the default) and
+// train print Tessera beside PyTorch measured in the same run; comm runs under mpirun.
 #include <cstdio>
-#include <cstdlib>
 #include <exception>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "core/parallel.h"
-#include "kernels/cpu/gemm.h"
-#include "tools/bench/cases.h"
-#include "tools/bench/kernel_bench.h"
-#include "tools/bench/system_info.h"
-#include "tools/bench/table.h"
-#include "tools/bench/torch_peer_client.h"
+#include "tools/bench/bench_args.h"
+#include "tools/bench/commands.h"
 
 namespace tessera::bench {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: bench [kernels] [--threads N] [--quick] [--filter SUBSTRING] [--no-peer]\n"
-    "             [--python PATH] [--peer-script PATH]\n"
-    "  kernels        GPT-2 124M op timings, Tessera vs PyTorch eager (the default subcommand)\n"
-    "  --threads N    CPU threads for both (default: TESSERA_NUM_THREADS or all cores)\n"
-    "  --quick        few repetitions (smoke tests); numbers are rough\n"
-    "  --filter S     only cases whose \"op shape\" contains S (e.g. layer_norm, attention)\n"
-    "  --no-peer      skip PyTorch\n"
-    "  --python PATH  interpreter for the peer (default /usr/bin/python3)\n"
-    "  --peer-script PATH  torch_peer.py (default: found beside the binary)\n";
+    "usage: bench [kernels | train | comm] [options]   (bench <subcommand> --help for its "
+    "options)\n"
+    "  kernels   GPT-2 124M op timings, Tessera vs PyTorch eager (the default subcommand)\n"
+    "  train     GPT-2 124M training step: tokens/s and peak memory, Tessera vs PyTorch\n"
+    "  comm      collectives (time, algbw, busbw) and data-parallel scaling; mpirun -np N\n";
 
-struct Args {
-  int threads = 0;  // 0: keep the default
-  bool quick = false, peer = true;
-  std::string filter, python = "/usr/bin/python3", peer_script;
-};
-
-// Returns false (after printing why) on a bad command line.
-bool parse_args(int argc, char** argv, Args& a) {
-  int i = 1;
-  if (i < argc && argv[i][0] != '-') {
-    if (std::string(argv[i]) != "kernels") {
-      std::fprintf(stderr, "[bench] expected the subcommand 'kernels', got '%s'\n%s", argv[i],
-                   kUsage);
-      return false;
-    }
-    ++i;
-  }
-  for (; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&](const char* name) -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "[bench] expected a value after %s\n", name);
-        return nullptr;
-      }
-      return argv[++i];
-    };
-    if (arg == "--quick") {
-      a.quick = true;
-    } else if (arg == "--no-peer") {
-      a.peer = false;
-    } else if (arg == "--threads") {
-      const char* v = value("--threads");
-      if (!v) return false;
-      char* end = nullptr;
-      const long n = std::strtol(v, &end, 10);
-      if (*end != '\0' || n < 1 || n > 4096) {
-        std::fprintf(stderr, "[bench] expected --threads to be a positive integer, got '%s'\n", v);
-        return false;
-      }
-      a.threads = int(n);
-    } else if (arg == "--filter" || arg == "--python" || arg == "--peer-script") {
-      const char* v = value(arg.c_str());
-      if (!v) return false;
-      (arg == "--filter" ? a.filter : arg == "--python" ? a.python : a.peer_script) = v;
-    } else if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    } else {
-      std::fprintf(stderr, "[bench] expected an option, got '%s'\n%s", arg.c_str(), kUsage);
-      return false;
-    }
-  }
-  return true;
+int print_help(const char* text) {
+  std::fputs(text, stdout);
+  return 0;
 }
 
-std::string cell(const BenchCase& c, double seconds) {
-  return format_number(throughput(c, seconds), 1) + " " + metric_unit(c.metric);
+bool wants_help(const std::vector<std::string>& args) {
+  for (const std::string& a : args)
+    if (a == "--help" || a == "-h") return true;
+  return false;
 }
 
-// One row per case; the PyTorch columns only when the peer answered. ours[i] == 0: case failed.
-Table results_table(const std::vector<BenchCase>& cases, const std::vector<double>& ours,
-                    const PeerResult& peer) {
-  std::vector<std::string> headers = {"op", "shape", "Tessera"};
-  if (peer.available) headers.insert(headers.end(), {"PyTorch", "ratio"});
-  headers.push_back("Tessera ms");
-  if (peer.available) headers.push_back("PyTorch ms");
-  Table table(headers);
-  for (size_t col = 2; col < headers.size(); ++col) table.align_right(col);
-  for (size_t i = 0; i < cases.size(); ++i) {
-    const BenchCase& c = cases[i];
-    const bool ok = ours[i] > 0.0;
-    std::vector<std::string> row = {c.op, c.shape, ok ? cell(c, ours[i]) : "failed"};
-    const auto it = peer.seconds.find(c.id);
-    const bool theirs = peer.available && it != peer.seconds.end() && it->second > 0.0;
-    if (peer.available) {
-      row.push_back(theirs ? cell(c, it->second) : "-");
-      row.push_back(ok && theirs ? format_number(it->second / ours[i], 2) + "x" : "-");
-    }
-    row.push_back(ok ? format_number(ours[i] * 1e3, 3) : "-");
-    if (peer.available) row.push_back(theirs ? format_number(it->second * 1e3, 3) : "-");
-    table.add_row(std::move(row));
+int run(int argc, char** argv) {
+  std::string sub = "kernels";
+  int first = 1;
+  if (argc > 1 && argv[1][0] != '-') {
+    sub = argv[1];
+    first = 2;
   }
-  return table;
-}
-
-int run_kernels(const Args& args, const std::string& argv0) {
-  if (args.threads > 0) set_num_threads(args.threads);
-  const int threads = num_threads();
-  const TimingOptions timing = args.quick ? quick_timing() : TimingOptions{};
-  const std::vector<BenchCase> cases = filter_cases(gpt2_cases(), args.filter);
-  if (cases.empty()) {
-    std::fprintf(stderr, "[bench] expected --filter '%s' to match an op or shape, got no case\n",
-                 args.filter.c_str());
-    return 2;
+  const std::vector<std::string> args(argv + first, argv + argc);
+  const std::string argv0 = argc > 0 ? argv[0] : "";
+  if (first == 1 && wants_help(args)) return print_help(kUsage);
+  if (sub == "kernels") {
+    if (wants_help(args)) return print_help(kKernelsUsage);
+    return run_kernels_command(args, argv0);
   }
-
-  std::printf("Tessera kernels, GPT-2 124M shapes, f32: GEMM ISA %s, %d threads, CPU %s",
-              kernels::cpu::sgemm_isa(), threads, cpu_model().c_str());
-  const std::string load = load_average();
-  if (!load.empty()) std::printf(", load average %s", load.c_str());
-  std::printf("%s\n", args.quick ? " (quick: few repetitions)" : "");
-  const unsigned cores = std::thread::hardware_concurrency();
-  if (!load.empty() && cores > 0 && std::strtod(load.c_str(), nullptr) > cores) {
-    std::printf(
-        "warning: load average above the %u cores: other processes share the CPUs, so "
-        "both columns are slowed unevenly; rerun on an idle machine\n",
-        cores);
+  if (sub == "train") {
+    if (wants_help(args)) return print_help(kTrainUsage);
+    return run_train_command(args, argv0);
   }
-
-  std::vector<double> ours(cases.size(), 0.0);
-  std::vector<std::string> failures;
-  for (size_t i = 0; i < cases.size(); ++i) {
-    const BenchCase& c = cases[i];
-    std::fprintf(stderr, "[bench] tessera %s %s ... ", c.op.c_str(), c.shape.c_str());
-    try {
-      ours[i] = time_tessera(c, timing);
-      std::fprintf(stderr, "%.3f ms\n", ours[i] * 1e3);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "failed\n");
-      failures.push_back(c.op + " " + c.shape + ": " + e.what());
-    }
+  if (sub == "comm") {
+    if (wants_help(args)) return print_help(kCommUsage);
+    return run_comm_command(argc, argv, first);
   }
-
-  PeerResult peer;
-  if (args.peer) {
-    PeerOptions po;
-    po.python = args.python;
-    po.script = args.peer_script.empty() ? find_peer_script(argv0) : args.peer_script;
-    po.threads = threads;
-    po.timing = timing;
-    std::fprintf(stderr, "[bench] running the PyTorch peer (%zu cases) ...\n", cases.size());
-    peer = run_torch_peer(cases, po);
-  }
-
-  std::printf("%s", results_table(cases, ours, peer).render().c_str());
-
-  if (peer.available) {
-    std::printf(
-        "PyTorch %s eager, %d threads, BLAS %s. ratio = Tessera / PyTorch throughput "
-        "(> 1: Tessera is faster).\n",
-        peer.torch_version.c_str(), peer.threads, peer.blas.c_str());
-  } else if (args.peer) {
-    std::printf("PyTorch peer unavailable: %s\n", peer.reason.c_str());
-  } else {
-    std::printf("PyTorch peer skipped (--no-peer)\n");
-  }
-  std::printf(
-      "GFLOP/s count 2*M*N*K per GEMM; attention 4*B*H*T*T*D halved for the causal mask, "
-      "fwd+bwd 3.5x that. GB/s count bytes read + written once. Times are medians.\n");
-  for (const std::string& f : failures) std::printf("FAILED %s\n", f.c_str());
-  return failures.empty() ? 0 : 1;
+  throw UsageError("expected the subcommand kernels, train or comm, got '" + sub + "'");
 }
 
 }  // namespace
 }  // namespace tessera::bench
 
 int main(int argc, char** argv) {
-  tessera::bench::Args args;
-  if (!tessera::bench::parse_args(argc, argv, args)) return 2;
   try {
-    return tessera::bench::run_kernels(args, argc > 0 ? argv[0] : "");
+    return tessera::bench::run(argc, argv);
+  } catch (const tessera::bench::UsageError& e) {
+    std::fprintf(stderr, "%s\n(bench --help lists the subcommands)\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "[bench] %s\n", e.what());
     return 1;

@@ -1,12 +1,37 @@
 #!/bin/bash
-# Smoke test for `bench`: the layer-norm rows, quick, no peer. Checks the exit status, the header
-# line and that the table has a row with a positive GB/s figure for each layer-norm case.
+# Smoke test for `bench`: the subcommand list, the layer-norm kernel rows (quick, no peer), then
+# `bench train` on gpt-tiny without and with the PyTorch peer. Checks exit statuses, header lines,
+# the tables' columns and rows, and that every figure in them is positive.
 set -u
 bench="$1"
+fail() { echo "bench_smoke_test: $*" >&2; exit 1; }
+
+# positive_cells ROW FIRST: every cell from column FIRST on (1-based, "-" excepted) is a number > 0,
+# after dropping a unit ("GB/s", "MB", a trailing "x").
+positive_cells() {
+  awk -F'|' -v first="$2" '{
+    for (i = first + 1; i < NF; ++i) {
+      c = $i; gsub(/^ +| +$/, "", c); sub(/ [A-Za-z\/]+$/, "", c); sub(/x$/, "", c);
+      if (c == "-") continue;
+      if (c !~ /^[0-9]+(\.[0-9]+)?$/ || c + 0 <= 0) { print "cell " i - 1 " is \"" c "\""; exit 1 }
+    }
+  }' <<<"$1"
+}
+
+out="$("$bench" --help)"
+[ $? -eq 0 ] || fail "expected exit status 0 for --help"
+for sub in kernels train comm; do
+  grep -qE "^  $sub " <<<"$out" || fail "expected --help to list '$sub', got: $out"
+done
+"$bench" train --help | grep -q -- "--shapes" || fail "expected bench train --help to list --shapes"
+"$bench" comm --help | grep -q -- "--max-bytes" || fail "expected bench comm --help to list --max-bytes"
+"$bench" frobnicate >/dev/null 2>&1
+[ $? -eq 2 ] || fail "expected exit status 2 for an unknown subcommand"
+
+# ---- kernels ----
 out="$("$bench" kernels --quick --no-peer --filter layer_norm --threads 1 2>/dev/null)"
 status=$?
 echo "$out"
-fail() { echo "bench_smoke_test: $*" >&2; exit 1; }
 [ "$status" -eq 0 ] || fail "expected exit status 0, got $status"
 grep -q "^Tessera kernels, GPT-2 124M shapes, f32: GEMM ISA avx" <<<"$out" ||
   fail "expected the header line"
@@ -25,4 +50,44 @@ grep -q "^PyTorch peer unavailable: /nonexistent/python3 not found" <<<"$out" ||
 # A filter that matches nothing is a usage error, not an empty table.
 "$bench" --no-peer --filter no_such_op >/dev/null 2>&1
 [ $? -eq 2 ] || fail "expected exit status 2 for a filter that matches nothing"
+
+# ---- train, Tessera only ----
+out="$("$bench" train --model gpt-tiny --shapes 2x16,2x64 --warmup 1 --steps 2 --threads 1 \
+  --no-peer 2>/dev/null)"
+status=$?
+echo "$out"
+[ "$status" -eq 0 ] || fail "train: expected exit status 0, got $status"
+grep -q "^Tessera GPT training step, gpt-tiny (0.[0-9]*M parameters), f32, AdamW: .* 1 threads" \
+  <<<"$out" || fail "train: expected the header line"
+header="| model    | B x T  | Tessera tok/s | Tessera step (s) | Tessera peak alloc | Tessera peak RSS |"
+grep -qF -- "$header" <<<"$out" || fail "train: expected the table header '$header'"
+grep -q "PyTorch peer skipped (--no-peer)" <<<"$out" || fail "train: expected the no-peer note"
+for shape in "2 x 16" "2 x 64"; do
+  row=$(grep -E "^\| gpt-tiny +\| $shape +\|" <<<"$out")
+  [ -n "$row" ] || fail "train: expected a row for $shape"
+  [ "$(awk -F'|' '{print NF}' <<<"$row")" -eq 8 ] || fail "train: expected 6 cells in '$row'"
+  why=$(positive_cells "$row" 3) || fail "train: $shape: $why in '$row'"
+done
+"$bench" train --model gpt-tiny --shapes 2x65 --no-peer >/dev/null 2>&1
+[ $? -eq 2 ] || fail "train: expected exit status 2 for T above gpt-tiny's context of 64"
+"$bench" train --model no-such-model --no-peer >/dev/null 2>&1
+[ $? -eq 2 ] || fail "train: expected exit status 2 for an unknown preset"
+
+# ---- train beside PyTorch, where /usr/bin/python3 has torch ----
+if /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  out="$("$bench" train --model gpt-tiny --shapes 2x32 --warmup 1 --steps 2 --threads 1 \
+    2>/dev/null)"
+  status=$?
+  echo "$out"
+  [ "$status" -eq 0 ] || fail "train with peer: expected exit status 0, got $status"
+  grep -qE "^\| model .*\| Tessera tok/s \| PyTorch tok/s \| +ratio \| .*\| PyTorch peak RSS \|$" \
+    <<<"$out" || fail "train with peer: expected the PyTorch columns"
+  grep -q "^PyTorch .* eager, 1 threads" <<<"$out" || fail "train with peer: expected the peer note"
+  row=$(grep -E "^\| gpt-tiny +\| 2 x 32 +\|" <<<"$out")
+  [ "$(awk -F'|' '{print NF}' <<<"$row")" -eq 12 ] || fail "train with peer: expected 10 cells"
+  grep -qE "\| +- +\|" <<<"$row" && fail "train with peer: expected no missing cell in '$row'"
+  why=$(positive_cells "$row" 3) || fail "train with peer: $why in '$row'"
+else
+  echo "bench_smoke_test: /usr/bin/python3 has no torch; the train peer is not checked"
+fi
 echo "bench_smoke_test: OK"

@@ -1,11 +1,16 @@
-// Tests for the bench's case list, work counts, table layout, timing protocol and the PyTorch
-// peer's JSON protocol (and the peer script itself, when PyTorch is installed).
+// Tests for the bench's case list, work counts, table layout, timing protocol, command-line
+// readers, peak-RSS reading and the PyTorch peer's JSON protocol (and the peer script itself, in
+// both modes, when PyTorch is installed).
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <set>
 #include <string>
 
 #include "core/error.h"
+#include "tools/bench/bench_args.h"
+#include "tools/bench/system_info.h"
 #include "tools/bench/cases.h"
 #include "tools/bench/table.h"
 #include "tools/bench/timer.h"
@@ -140,6 +145,7 @@ TEST_CASE("parse_peer_output reads results, errors and garbage") {
   const PeerResult garbage = parse_peer_output("Traceback (most recent call last):\n  oops\n");
   CHECK_FALSE(garbage.available);
   CHECK(garbage.reason.find("not JSON") != std::string::npos);
+  CHECK(ok.peak_rss_bytes.empty());
   CHECK_FALSE(parse_peer_output("").available);
   CHECK_FALSE(parse_peer_output("{\"threads\": 2}").available);
 }
@@ -176,4 +182,99 @@ TEST_CASE("torch_peer.py times the layer-norm cases (or says why it cannot)") {
   REQUIRE(r.seconds.count(cases[0].id) == 1);
   CHECK(r.seconds.at(cases[0].id) > 0.0);
   CHECK(r.seconds.at(cases[0].id) < 1.0);  // 0.8 MB of layer norm
+}
+
+TEST_CASE("parse_peer_output reads the train mode's peak RSS") {
+  const PeerResult r = parse_peer_output(
+      "{\"torch_version\": \"1.13.1\", \"threads\": 1, \"blas\": \"x\", \"results\": "
+      "[{\"id\": 0, \"seconds\": 1.5, \"peak_rss_bytes\": 3000000000}, {\"id\": 1, "
+      "\"seconds\": 2.5}]}");
+  REQUIRE(r.available);
+  CHECK(r.seconds.at(1) == 2.5);
+  REQUIRE(r.peak_rss_bytes.size() == 1);
+  CHECK(r.peak_rss_bytes.at(0) == 3000000000LL);  // above 2^31: read as 64-bit
+}
+
+TEST_CASE("parse_int, parse_bytes and parse_shapes accept good values and name bad ones") {
+  CHECK(parse_int("--steps", "12", 1, 100) == 12);
+  CHECK_THROWS_WITH(parse_int("--steps", "0", 1, 100),
+                    "[bench] expected --steps to be an integer in [1, 100], got '0'");
+  CHECK_THROWS_AS(parse_int("--steps", "3x", 1, 100), UsageError);
+  CHECK_THROWS_AS(parse_int("--steps", "", 1, 100), UsageError);
+  CHECK(parse_bytes("--max-bytes", "1024") == 1024);
+  CHECK(parse_bytes("--max-bytes", "64K") == 64 << 10);
+  CHECK(parse_bytes("--max-bytes", "256M") == int64_t(256) << 20);
+  CHECK(parse_bytes("--max-bytes", "2G") == int64_t(2) << 30);
+  CHECK_THROWS_WITH(parse_bytes("--max-bytes", "64Q"),
+                    "[bench] expected --max-bytes to be a size like 1024, 64K or 256M, got '64Q'");
+  CHECK_THROWS_AS(parse_bytes("--max-bytes", "M"), UsageError);
+  CHECK_THROWS_AS(parse_bytes("--max-bytes", "-4K"), UsageError);
+  const auto shapes = parse_shapes("--shapes", "4x64,2x256");
+  REQUIRE(shapes.size() == 2);
+  CHECK(shapes[0] == std::make_pair(int64_t(4), int64_t(64)));
+  CHECK(shapes[1] == std::make_pair(int64_t(2), int64_t(256)));
+  CHECK(parse_shapes("--shapes", "1x1").size() == 1);
+  CHECK_THROWS_AS(parse_shapes("--shapes", "4x64,"), UsageError);
+  CHECK_THROWS_AS(parse_shapes("--shapes", "4*64"), UsageError);
+  CHECK_THROWS_AS(parse_shapes("--shapes", "0x64"), UsageError);
+}
+
+TEST_CASE("ArgCursor walks flags and values") {
+  ArgCursor args({"--steps", "3", "--quick", "--model"});
+  REQUIRE(args.next());
+  CHECK(args.flag() == "--steps");
+  CHECK(args.value() == "3");
+  REQUIRE(args.next());
+  CHECK(args.flag() == "--quick");
+  REQUIRE(args.next());
+  CHECK_THROWS_WITH(args.value(), "[bench] expected a value after --model");
+  CHECK_FALSE(args.next());
+}
+
+TEST_CASE("peak_rss_bytes sees touched memory; reset_peak_rss lowers the mark") {
+  const int64_t before = peak_rss_bytes();
+  REQUIRE(before > 0);
+  constexpr size_t kBytes = size_t(64) << 20;
+  {
+    auto block = std::make_unique<char[]>(kBytes);
+    std::memset(block.get(), 1, kBytes);  // resident only once touched
+    CHECK(peak_rss_bytes() >= int64_t(kBytes));
+    CHECK(peak_rss_bytes() >= before);
+    volatile char sink = block[kBytes / 2];
+    (void)sink;
+  }
+  const int64_t with_block = peak_rss_bytes();
+  if (!reset_peak_rss()) {
+    WARN("/proc/self/clear_refs refused the reset; the peak mark keeps the past");
+    return;
+  }
+  // The 64 MB block went back to the system (glibc serves it with mmap), so the mark drops.
+  CHECK(peak_rss_bytes() < with_block - int64_t(32 << 20));
+}
+
+TEST_CASE("torch_peer.py times a gpt-tiny training step (or says why it cannot)") {
+  PeerOptions po;
+  po.script = find_peer_script("");
+  REQUIRE_FALSE(po.script.empty());
+  po.threads = 1;
+  const std::string spec =
+      R"({"config": {"vocab_size": 256, "context_length": 64, "n_layers": 2, "n_heads": 4,
+          "d_model": 128, "mlp_hidden": 0, "ln_eps": 1e-5, "bias": true,
+          "tie_embeddings": true, "init_std": 0.02},
+         "shapes": [{"id": 0, "batch": 2, "seq": 16}, {"id": 5, "batch": 1, "seq": 64}],
+         "warmup": 1, "steps": 2})";
+  const PeerResult r = run_torch_train_peer(spec, po);
+  if (!r.available) {
+    WARN("PyTorch peer unavailable: " << r.reason);
+    CHECK_FALSE(r.reason.empty());
+    return;
+  }
+  CHECK(r.threads == 1);
+  for (int id : {0, 5}) {
+    REQUIRE(r.seconds.count(id) == 1);
+    CHECK(r.seconds.at(id) > 0.0);
+    CHECK(r.seconds.at(id) < 30.0);
+    REQUIRE(r.peak_rss_bytes.count(id) == 1);
+    CHECK(r.peak_rss_bytes.at(id) > (int64_t(20) << 20));  // torch itself takes more than 20 MB
+  }
 }

@@ -1,8 +1,7 @@
-// `comm_bench` (tessera bench comm): per collective and message size, time, algorithm bandwidth
-// and bus bandwidth with the nccl-tests definitions; then data-parallel scaling of a GPT training
-// step (forward, backward with bucketed all-reduce, AdamW) on 1 rank and on all ranks.
-// Run: mpirun -np 2 comm_bench [--min-bytes 1024] [--max-bytes 268435456] [--model gpt2-124m]
-//      [--batch 2] [--seq 64] [--steps 3] [--threads N] [--skip-collectives] [--skip-dp]
+// `bench comm` (tessera bench comm, under mpirun): per collective and message size, time,
+// algorithm bandwidth and bus bandwidth with the nccl-tests definitions; then data-parallel
+// scaling of a GPT training step (forward, backward with bucketed all-reduce, AdamW) on rank 0
+// alone and on all ranks, in one run.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -10,6 +9,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "autograd/engine.h"
@@ -19,10 +19,29 @@
 #include "optim/adam.h"
 #include "parallel/comm/mpi_runtime.h"
 #include "parallel/data/data_parallel.h"
+#include "tools/bench/bench_args.h"
+#include "tools/bench/commands.h"
 #include "tools/bench/system_info.h"
 #include "tools/bench/table.h"
 
 namespace tessera::bench {
+
+const char* const kCommUsage =
+    "usage: mpirun -np N bench comm [--min-bytes SIZE] [--max-bytes SIZE] [--model PRESET]\n"
+    "                  [--batch B] [--seq T] [--steps N] [--threads N] [--skip-collectives]\n"
+    "                  [--skip-dp]\n"
+    "  Collectives (MPI, f32) per message size: time, algbw and busbw as nccl-tests defines them;\n"
+    "  then a data-parallel GPT training step on rank 0 alone and on all N ranks (speed-up).\n"
+    "  Rank 0 prints.\n"
+    "  --min-bytes SIZE  smallest message (default 1K); sizes grow 4x per row\n"
+    "  --max-bytes SIZE  largest message (default 256M; K, M, G suffixes are powers of 1024)\n"
+    "  --model PRESET    data-parallel model (default gpt2-124m; gpt-tiny for quick runs)\n"
+    "  --batch B         sequences per rank per step (default 2)\n"
+    "  --seq T           tokens per sequence (default 64)\n"
+    "  --steps N         timed steps after one warm-up step; the median is reported (default 3)\n"
+    "  --threads N       CPU threads per rank (default: the cores divided among the ranks)\n"
+    "  --skip-collectives, --skip-dp  leave a section out\n";
+
 namespace {
 
 using parallel::CommKind;
@@ -40,39 +59,36 @@ struct Args {
   bool dp = true;
 };
 
-Args parse_args(int argc, char** argv) {
+Args parse_args(const std::vector<std::string>& argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    auto value = [&]() -> std::string {
-      TS_CHECK(i + 1 < argc, "comm_bench", "expected a value after ", flag);
-      return argv[++i];
-    };
+  ArgCursor args(argv);
+  while (args.next()) {
+    const std::string& flag = args.flag();
     if (flag == "--min-bytes")
-      a.min_bytes = std::stoll(value());
+      a.min_bytes = parse_bytes(flag, args.value());
     else if (flag == "--max-bytes")
-      a.max_bytes = std::stoll(value());
+      a.max_bytes = parse_bytes(flag, args.value());
     else if (flag == "--model")
-      a.model = value();
+      a.model = args.value();
     else if (flag == "--batch")
-      a.batch = std::stoll(value());
+      a.batch = parse_int(flag, args.value(), 1, 1 << 20);
     else if (flag == "--seq")
-      a.seq = std::stoll(value());
+      a.seq = parse_int(flag, args.value(), 1, 1 << 24);
     else if (flag == "--steps")
-      a.steps = std::stoi(value());
+      a.steps = int(parse_int(flag, args.value(), 1, 1000));
     else if (flag == "--threads")
-      a.threads = std::stoi(value());
+      a.threads = int(parse_int(flag, args.value(), 1, 4096));
     else if (flag == "--skip-collectives")
       a.collectives = false;
     else if (flag == "--skip-dp")
       a.dp = false;
     else
-      TS_FAIL("comm_bench", "expected a known flag (see the top of comm_bench.cc), got ", flag);
+      throw UsageError("expected an option of bench comm, got '" + flag + "'");
   }
-  TS_CHECK(a.min_bytes >= 4 && a.min_bytes <= a.max_bytes, "comm_bench",
-           "expected 4 <= --min-bytes <= --max-bytes, got ", a.min_bytes, " and ", a.max_bytes);
-  TS_CHECK(a.batch > 0 && a.seq > 0 && a.steps > 0, "comm_bench",
-           "expected positive --batch, --seq and --steps");
+  if (a.min_bytes < 4 || a.min_bytes > a.max_bytes) {
+    throw UsageError("expected 4 <= --min-bytes <= --max-bytes, got " +
+                     std::to_string(a.min_bytes) + " and " + std::to_string(a.max_bytes));
+  }
   return a;
 }
 
@@ -80,16 +96,27 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// The slowest rank's value: a collective is as fast as its last rank.
+// The slowest rank's value: a training step is as fast as its last rank.
 double max_over_ranks(Communicator& comm, double v) {
   Tensor t = from_vector<double>({v}, {1});
   comm.all_reduce(t, parallel::ReduceOp::max)->wait();
   return t.item();
 }
 
+// The mean over ranks: nccl-tests' default report of a collective's time (its -a 1).
+double mean_over_ranks(Communicator& comm, double v) {
+  Tensor t = from_vector<double>({v}, {1});
+  comm.all_reduce(t, parallel::ReduceOp::sum)->wait();
+  return t.item() / comm.size();
+}
+
+// "64 KB", "256 MB" for whole units (the usual sizes); "1020 B", "3.99 KB" otherwise.
 std::string human_bytes(int64_t b) {
-  if (b >= (int64_t(1) << 20)) return format_number(double(b) / (1 << 20), 0) + " MB";
-  if (b >= 1024) return format_number(double(b) / 1024, 0) + " KB";
+  for (const auto& [unit, name] : {std::pair<int64_t, const char*>{int64_t(1) << 20, " MB"},
+                                   std::pair<int64_t, const char*>{int64_t(1) << 10, " KB"}}) {
+    if (b < unit) continue;
+    return (b % unit == 0 ? std::to_string(b / unit) : format_number(double(b) / unit, 1)) + name;
+  }
   return str_cat(b, " B");
 }
 
@@ -105,11 +132,14 @@ double bus_factor(CommKind kind, int n) {
   }
 }
 
-// One call of `kind` on a message of `bytes` (nccl-tests' size: all_gather's output,
-// reduce_scatter's and all_to_all's input), f32 elements, started and waited for.
-std::function<void()> make_call(Communicator& comm, CommKind kind, int64_t bytes) {
+// Elements of a message of about `bytes`: f32, a multiple of the rank count (all_gather,
+// reduce_scatter and all_to_all split it evenly), at least one per rank.
+int64_t message_numel(int64_t bytes, int n) { return std::max<int64_t>(n, (bytes / 4) / n * n); }
+
+// One call of `kind` on a message of `numel` f32 elements (nccl-tests' size S: the whole buffer,
+// i.e. all_gather's output, reduce_scatter's and all_to_all's input), started and waited for.
+std::function<void()> make_call(Communicator& comm, CommKind kind, int64_t numel) {
   const int n = comm.size();
-  const int64_t numel = std::max<int64_t>(n, (bytes / 4) / n * n);  // a multiple of n
   Tensor full_t = ones({numel});
   Tensor part = ones({numel / n});
   Tensor out = empty({numel});
@@ -135,8 +165,10 @@ void bench_collectives(Communicator& comm, const Args& args) {
   Table table({"collective", "size", "time (us)", "algbw (GB/s)", "busbw (GB/s)"});
   for (size_t c = 1; c < 5; ++c) table.align_right(c);
   for (CommKind kind : kinds) {
-    for (int64_t bytes = args.min_bytes; bytes <= args.max_bytes; bytes *= 4) {
-      std::function<void()> call = make_call(comm, kind, bytes);
+    for (int64_t size = args.min_bytes; size <= args.max_bytes; size *= 4) {
+      const int64_t numel = message_numel(size, n);
+      const int64_t bytes = numel * 4;  // what moves, for the size column and algbw
+      std::function<void()> call = make_call(comm, kind, numel);
       // About 64 MB of traffic per size, 3 to 50 timed calls, after 2 warm-up calls.
       const int iters = int(std::clamp<int64_t>((int64_t(64) << 20) / bytes, 3, 50));
       call();
@@ -144,7 +176,7 @@ void bench_collectives(Communicator& comm, const Args& args) {
       comm.barrier()->wait();
       const double start = now_s();
       for (int i = 0; i < iters; ++i) call();
-      const double t = max_over_ranks(comm, (now_s() - start) / iters);
+      const double t = mean_over_ranks(comm, (now_s() - start) / iters);
       const double algbw = double(bytes) / t / 1e9;
       table.add_row({parallel::comm_kind_name(kind), human_bytes(bytes), format_number(t * 1e6, 1),
                      format_number(algbw, 2), format_number(algbw * bus_factor(kind, n), 2)});
@@ -152,8 +184,11 @@ void bench_collectives(Communicator& comm, const Args& args) {
   }
   if (comm.rank() == 0) {
     std::printf(
-        "\n## Collectives (MPI backend, f32, %d ranks; time is the slowest rank's mean)\n\n%s\n", n,
-        table.render().c_str());
+        "\n## Collectives (MPI backend, f32, %d ranks; time per call averaged over the calls and the "
+        "ranks; algbw = size / time; busbw = algbw x 2(n-1)/n for all_reduce, (n-1)/n for "
+        "all_gather, reduce_scatter and all_to_all, 1 for broadcast, as nccl-tests defines "
+        "them; 1 MB = 2^20 bytes)\n\n%s\n",
+        n, table.render().c_str());
   }
 }
 
@@ -245,20 +280,28 @@ void bench_data_parallel(const std::shared_ptr<Communicator>& world, const Args&
 }
 
 }  // namespace
-}  // namespace tessera::bench
 
-int main(int argc, char** argv) {
-  using namespace tessera;
+int run_comm_command(int argc, char** argv, int first) {
+  Args args;
+  try {
+    args = parse_args(std::vector<std::string>(argv + first, argv + argc));
+  } catch (const UsageError&) {
+    // Every rank reads the same command line: let rank 0 alone report it (mpirun sets the rank).
+    const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+    if (!rank || std::string(rank) == "0") throw;
+    return 2;
+  }
   return parallel::run_distributed(
       argc, argv, [&](const std::shared_ptr<parallel::Communicator>& world) {
-        const bench::Args args = bench::parse_args(argc, argv);
         if (world->rank() == 0) {
-          std::printf("# tessera bench comm: %d ranks, %s, %u hardware threads, load %s\n",
-                      world->size(), bench::cpu_model().c_str(),
-                      std::thread::hardware_concurrency(), bench::load_average().c_str());
+          std::printf("# tessera bench comm: %d ranks, %s, %u hardware threads, load average %s\n",
+                      world->size(), cpu_model().c_str(), std::thread::hardware_concurrency(),
+                      load_average().c_str());
         }
-        if (args.collectives) bench::bench_collectives(*world, args);
-        if (args.dp) bench::bench_data_parallel(world, args);
+        if (args.collectives) bench_collectives(*world, args);
+        if (args.dp) bench_data_parallel(world, args);
         return 0;
       });
 }
+
+}  // namespace tessera::bench

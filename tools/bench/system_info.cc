@@ -1,4 +1,4 @@
-// Reads the host facts from /proc.
+// Reads the host facts and the process's peak RSS from /proc.
 #include "tools/bench/system_info.h"
 
 #include <fstream>
@@ -23,6 +23,22 @@ std::string load_average() {
   std::string one, five, fifteen;
   if (!(in >> one >> five >> fifteen)) return "";
   return one + " " + five + " " + fifteen;
+}
+
+int64_t peak_rss_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;  // "VmHWM: N kB"
+  }
+  return 0;
+}
+
+bool reset_peak_rss() {
+  std::ofstream out("/proc/self/clear_refs");
+  out << "5";
+  out.flush();
+  return bool(out);
 }
 
 }  // namespace tessera::bench

@@ -1,9 +1,14 @@
 #!/usr/bin/python3
-"""PyTorch (eager, CPU) peer for `bench kernels`: times the same ops on the same shapes.
+"""PyTorch (eager, CPU) peer for `bench kernels` and `bench train`: the same work, same shapes.
 
-Reads a JSON list of cases ({"id", "op", "dims"}) written by the C++ bench, times each op with the
-same protocol (warm-up, then the median of repetitions) and prints one JSON object on stdout:
-{"torch_version", "threads", "blas", "results": [{"id", "seconds"}]} or {"error": "..."}.
+--spec FILE (bench kernels): a JSON list of cases ({"id", "op", "dims"}); each op is timed with the
+same protocol as the C++ side (warm-up, then the median of repetitions).
+--train-spec FILE (bench train): {"config": GPTConfig JSON, "shapes": [{"id", "batch", "seq"}],
+"warmup", "steps", "lr", "weight_decay"}; per shape a fresh GPT (torch_gpt.py) and AdamW, warm-up
+steps, then the median of `steps` timed steps (forward, backward, AdamW step), and the process's
+peak RSS during that shape.
+Prints one JSON object on stdout: {"torch_version", "threads", "blas", "results": [{"id",
+"seconds"[, "peak_rss_bytes"]}]} or {"error": "..."}.
 Run it with Debian's /usr/bin/python3 (the one that sees python3-torch) and with
 OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset so OpenBLAS picks its best kernels for this CPU.
 """
@@ -45,6 +50,58 @@ def loaded_blas():
     if "libblas.so" in text:
         return "reference (netlib)"
     return "unknown"
+
+
+def reset_peak_rss():
+    """Sets the kernel's peak-RSS mark (VmHWM) to the current RSS; False where Linux refuses."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_bytes():
+    """VmHWM of this process in bytes (0 when /proc is unreadable)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def time_train_steps(torch, spec):
+    """One result per shape: median seconds of a GPT training step and the peak RSS meanwhile."""
+    import gc
+
+    from torch_gpt import GPT
+
+    results = []
+    for shape in spec["shapes"]:
+        torch.manual_seed(0)
+        gc.collect()
+        reset_peak_rss()
+        model = GPT(spec["config"])
+        opt = torch.optim.AdamW(model.parameters(), lr=spec.get("lr", 1e-4),
+                                weight_decay=spec.get("weight_decay", 0.01))
+        vocab = spec["config"]["vocab_size"]
+        ids = torch.randint(0, vocab, (shape["batch"], shape["seq"] + 1))
+        x, y = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()  # (B, T) each
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            model.loss(x, y).backward()
+            opt.step()
+
+        steps = spec.get("steps", 5)
+        seconds = median_seconds(step, spec.get("warmup", 2), 0.0, steps, steps)
+        results.append({"id": shape["id"], "seconds": seconds, "peak_rss_bytes": peak_rss_bytes()})
+        del model, opt, step
+    return results
 
 
 def make_case(torch, op, dims):
@@ -108,9 +165,24 @@ def make_case(torch, op, dims):
     raise ValueError(f"[torch_peer] expected a known op, got '{op}'")
 
 
+def time_cases(torch, cases, args):
+    """One result per kernel case: median seconds per call, gradients off."""
+    results = []
+    with torch.no_grad():
+        for case in cases:
+            fn = make_case(torch, case["op"], case["dims"])
+            seconds = median_seconds(fn, args.warmup, args.min_seconds, args.min_reps,
+                                     args.max_reps)
+            results.append({"id": case["id"], "seconds": seconds})
+            del fn
+    return results
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--spec", required=True, help="JSON file: list of {id, op, dims}")
+    modes = parser.add_mutually_exclusive_group(required=True)
+    modes.add_argument("--spec", help="JSON file: list of {id, op, dims} (bench kernels)")
+    modes.add_argument("--train-spec", help="JSON file: GPT config and shapes (bench train)")
     parser.add_argument("--threads", type=int, required=True)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--min-seconds", type=float, default=0.4)
@@ -123,19 +195,14 @@ def main():
     except ImportError as e:
         print(json.dumps({"error": f"PyTorch is not importable by {sys.executable}: {e}"}))
         return 0
-    with open(args.spec) as f:
-        cases = json.load(f)
-
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    results = []
-    with torch.no_grad():
-        for case in cases:
-            fn = make_case(torch, case["op"], case["dims"])
-            seconds = median_seconds(fn, args.warmup, args.min_seconds, args.min_reps,
-                                     args.max_reps)
-            results.append({"id": case["id"], "seconds": seconds})
-            del fn
+    if args.train_spec:
+        with open(args.train_spec) as f:
+            results = time_train_steps(torch, json.load(f))
+    else:
+        with open(args.spec) as f:
+            results = time_cases(torch, json.load(f), args)
     print(json.dumps({
         "torch_version": torch.__version__,
         "threads": torch.get_num_threads(),

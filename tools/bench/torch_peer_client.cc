@@ -74,13 +74,20 @@ PeerResult parse_peer_output(const std::string& text) {
   r.threads = j.value("threads", 0);
   for (const auto& item : j["results"]) {
     if (!item.contains("id") || !item.contains("seconds")) continue;
-    r.seconds[item["id"].get<int>()] = item["seconds"].get<double>();
+    const int id = item["id"].get<int>();
+    r.seconds[id] = item["seconds"].get<double>();
+    if (item.contains("peak_rss_bytes")) r.peak_rss_bytes[id] = item["peak_rss_bytes"].get<int64_t>();
   }
   r.available = true;
   return r;
 }
 
-PeerResult run_torch_peer(const std::vector<BenchCase>& cases, const PeerOptions& opts) {
+namespace {
+
+// Writes spec_json to a temporary file and runs `python script <spec_flag> FILE --threads N
+// <extra>`; the answer's JSON is parsed, failures become a reason.
+PeerResult run_peer(const char* spec_flag, const std::string& spec_json, const std::string& extra,
+                    const PeerOptions& opts) {
   PeerResult r;
   if (!fs::exists(opts.python)) {
     r.reason = opts.python + " not found";
@@ -90,21 +97,18 @@ PeerResult run_torch_peer(const std::vector<BenchCase>& cases, const PeerOptions
     r.reason = "torch_peer.py not found" + (opts.script.empty() ? "" : " at " + opts.script);
     return r;
   }
-  SpecFile spec(cases_to_json(cases));
+  SpecFile spec(spec_json);
   if (spec.path().empty()) {
     r.reason = "could not create a temporary spec file";
     return r;
   }
-  const TimingOptions& t = opts.timing;
   // OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (set on this machine kind) force OpenBLAS's AVX2 kernels:
   // unset them so the peer runs what a user's PyTorch would.
   const std::string threads = std::to_string(opts.threads);
-  const std::string cmd =
-      "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=" + threads + " " +
-      shell_quote(opts.python) + " " + shell_quote(opts.script) + " --spec " +
-      shell_quote(spec.path()) + " --threads " + threads + " --warmup " + std::to_string(t.warmup) +
-      " --min-seconds " + std::to_string(t.min_seconds) + " --min-reps " +
-      std::to_string(t.min_reps) + " --max-reps " + std::to_string(t.max_reps);
+  const std::string cmd = "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=" +
+                          threads + " " + shell_quote(opts.python) + " " +
+                          shell_quote(opts.script) + " " + spec_flag + " " +
+                          shell_quote(spec.path()) + " --threads " + threads + extra;
   std::fflush(stdout);
   FILE* pipe = ::popen(cmd.c_str(), "r");
   if (!pipe) {
@@ -122,6 +126,21 @@ PeerResult run_torch_peer(const std::vector<BenchCase>& cases, const PeerOptions
                std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + " (" + r.reason + ")";
   }
   return r;
+}
+
+}  // namespace
+
+PeerResult run_torch_peer(const std::vector<BenchCase>& cases, const PeerOptions& opts) {
+  const TimingOptions& t = opts.timing;
+  return run_peer("--spec", cases_to_json(cases),
+                  " --warmup " + std::to_string(t.warmup) + " --min-seconds " +
+                      std::to_string(t.min_seconds) + " --min-reps " + std::to_string(t.min_reps) +
+                      " --max-reps " + std::to_string(t.max_reps),
+                  opts);
+}
+
+PeerResult run_torch_train_peer(const std::string& spec_json, const PeerOptions& opts) {
+  return run_peer("--train-spec", spec_json, "", opts);
 }
 
 std::string find_peer_script(const std::string& argv0) {

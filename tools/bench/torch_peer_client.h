@@ -1,5 +1,6 @@
-// Runs tools/bench/torch_peer.py (PyTorch eager on the CPU) on the same cases and reads its
-// JSON answer, so Tessera and PyTorch are measured in the same run on the same machine state.
+// Runs tools/bench/torch_peer.py (PyTorch eager on the CPU) on the same cases (bench kernels) or
+// training steps (bench train) and reads its JSON answer, so Tessera and PyTorch are measured in
+// the same run on the same machine state.
 #pragma once
 
 #include <map>
@@ -23,11 +24,16 @@ struct PeerResult {
   std::string reason;  // why not, when !available
   std::string torch_version, blas;
   int threads = 0;
-  std::map<int, double> seconds;  // case id -> median seconds
+  std::map<int, double> seconds;          // case id -> median seconds
+  std::map<int, int64_t> peak_rss_bytes;  // case id -> the peer's peak RSS (train mode only)
 };
 
 // Never throws: a missing interpreter, script or torch gives available == false and a reason.
 PeerResult run_torch_peer(const std::vector<BenchCase>& cases, const PeerOptions& opts);
+
+// The training-step mode (`torch_peer.py --train-spec`): spec_json is the object that script
+// documents ({"config", "shapes", "warmup", "steps", ...}); opts.timing is unused. Never throws.
+PeerResult run_torch_train_peer(const std::string& spec_json, const PeerOptions& opts);
 
 // Parses the script's stdout (one JSON object; {"error": ...} when torch is missing).
 PeerResult parse_peer_output(const std::string& text);

@@ -21,7 +21,9 @@ constexpr const char* kUsage =
     "token file\n"
     "  generate --checkpoint DIR --prompt TEXT     continue a prompt with a GPT checkpoint\n"
     "  data prepare --input a.txt --output a.tok   text files -> token files\n"
-    "  bench [kernels] ...                         kernel benchmark beside PyTorch\n";
+    "  bench kernels|train|comm ...                benchmarks: kernels and the GPT-2 training step\n"
+    "                                              beside PyTorch; comm (mpirun -np N) collectives\n"
+    "                                              and data-parallel scaling (bench --help)\n";
 
 // The benchmark binary: bazel-bin/tools/bench/bench next to bazel-bin/tools/cli/tessera, or in
 // this binary's runfiles.
@@ -32,7 +34,7 @@ std::string find_bench() {
   if (ec) return "";
   for (const fs::path& p :
        {self.parent_path().parent_path() / "bench" / "bench",
-        fs::path(self.string() + ".runfiles") / "__main__" / "tools" / "bench" / "bench"}) {
+        fs::path(self.string() + ".runfiles") / "tessera" / "tools" / "bench" / "bench"}) {
     if (fs::exists(p)) return p.string();
   }
   return "";

@@ -1,0 +1,21 @@
+// The bench subcommands. Each takes the arguments after its name; bad arguments throw UsageError.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tessera::bench {
+
+// `bench kernels`: GPT-2 124M op timings, Tessera vs PyTorch eager. argv0 locates torch_peer.py.
+int run_kernels_command(const std::vector<std::string>& args, const std::string& argv0);
+// `bench train`: GPT training step tokens/s and peak memory, Tessera vs PyTorch.
+int run_train_command(const std::vector<std::string>& args, const std::string& argv0);
+// `bench comm` (under mpirun): collectives and data-parallel scaling. argc/argv are the whole
+// command line (MPI_Init may read it); options start at argv[first].
+int run_comm_command(int argc, char** argv, int first);
+
+extern const char* const kKernelsUsage;
+extern const char* const kTrainUsage;
+extern const char* const kCommUsage;
+
+}  // namespace tessera::bench

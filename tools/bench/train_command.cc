@@ -1,0 +1,214 @@
+// `bench train`: tokens/s and peak memory of a GPT training step (forward, backward, AdamW; f32)
+// on Tessera beside PyTorch eager on the CPU, measured in the same run, one row per batch shape.
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/parallel.h"
+#include "kernels/cpu/gemm.h"
+#include "models/gpt/gpt_config.h"
+#include "tools/bench/bench_args.h"
+#include "tools/bench/commands.h"
+#include "tools/bench/system_info.h"
+#include "tools/bench/table.h"
+#include "tools/bench/torch_peer_client.h"
+#include "tools/bench/train_bench.h"
+
+namespace tessera::bench {
+
+const char* const kTrainUsage =
+    "usage: bench train [--model PRESET] [--shapes BxT,...] [--warmup N] [--steps N]\n"
+    "                   [--threads N] [--no-peer] [--python PATH] [--peer-script PATH]\n"
+    "  GPT training step (forward, backward, AdamW; f32): tokens/s and peak memory, Tessera vs\n"
+    "  PyTorch eager on the CPU, with the ratio (> 1: Tessera is faster)\n"
+    "  --model PRESET  gpt2-124m (default), gpt-tiny, gpt-mini, ... (models/gpt presets)\n"
+    "  --shapes LIST   batch x sequence length per row (default 4x64,4x256)\n"
+    "  --warmup N      untimed steps per shape (default 2)\n"
+    "  --steps N       timed steps per shape; the median is reported (default 5)\n"
+    "  --threads N     CPU threads for both (default: TESSERA_NUM_THREADS or all cores)\n"
+    "  --no-peer       skip PyTorch\n"
+    "  --python PATH   interpreter for the peer (default /usr/bin/python3)\n"
+    "  --peer-script PATH  torch_peer.py (default: found beside the binary)\n";
+
+namespace {
+
+struct Args {
+  std::string model = "gpt2-124m";
+  std::vector<std::pair<int64_t, int64_t>> shapes{{4, 64}, {4, 256}};
+  TrainBenchOptions bench;
+  int threads = 0;  // 0: keep the default
+  bool peer = true;
+  std::string python = "/usr/bin/python3", peer_script;
+};
+
+Args parse_args(const std::vector<std::string>& argv) {
+  Args a;
+  ArgCursor args(argv);
+  while (args.next()) {
+    const std::string& arg = args.flag();
+    if (arg == "--model") {
+      a.model = args.value();
+    } else if (arg == "--shapes") {
+      a.shapes = parse_shapes(arg, args.value());
+    } else if (arg == "--warmup") {
+      a.bench.warmup = int(parse_int(arg, args.value(), 0, 1000));
+    } else if (arg == "--steps") {
+      a.bench.steps = int(parse_int(arg, args.value(), 1, 1000));
+    } else if (arg == "--threads") {
+      a.threads = int(parse_int(arg, args.value(), 1, 4096));
+    } else if (arg == "--no-peer") {
+      a.peer = false;
+    } else if (arg == "--python") {
+      a.python = args.value();
+    } else if (arg == "--peer-script") {
+      a.peer_script = args.value();
+    } else {
+      throw UsageError("expected an option of bench train, got '" + arg + "'");
+    }
+  }
+  return a;
+}
+
+std::string mib(int64_t bytes) { return format_number(double(bytes) / (1 << 20), 0) + " MB"; }
+
+// The peer's input: the model config and one entry per shape (see torch_peer.py).
+std::string train_spec_json(const gpt::GPTConfig& config, const Args& a) {
+  nlohmann::json shapes = nlohmann::json::array();
+  for (size_t i = 0; i < a.shapes.size(); ++i) {
+    shapes.push_back({{"id", i}, {"batch", a.shapes[i].first}, {"seq", a.shapes[i].second}});
+  }
+  return nlohmann::json{{"config", config.to_json()},
+                        {"shapes", shapes},
+                        {"warmup", a.bench.warmup},
+                        {"steps", a.bench.steps},
+                        {"lr", a.bench.lr},
+                        {"weight_decay", a.bench.weight_decay}}
+      .dump();
+}
+
+// One row per shape; the PyTorch columns only when the peer answered. ours[i].step_seconds == 0:
+// the shape failed.
+Table results_table(const Args& a, const std::vector<TrainStepResult>& ours,
+                    const PeerResult& peer) {
+  std::vector<std::string> headers = {"model", "B x T", "Tessera tok/s"};
+  if (peer.available) headers.insert(headers.end(), {"PyTorch tok/s", "ratio"});
+  headers.push_back("Tessera step (s)");
+  if (peer.available) headers.push_back("PyTorch step (s)");
+  headers.insert(headers.end(), {"Tessera peak alloc", "Tessera peak RSS"});
+  if (peer.available) headers.push_back("PyTorch peak RSS");
+  Table table(headers);
+  for (size_t col = 2; col < headers.size(); ++col) table.align_right(col);
+  for (size_t i = 0; i < a.shapes.size(); ++i) {
+    const auto [b, t] = a.shapes[i];
+    const double tokens = double(b * t);
+    const TrainStepResult& r = ours[i];
+    const bool ok = r.step_seconds > 0.0;
+    const auto it = peer.seconds.find(int(i));
+    const bool theirs = peer.available && it != peer.seconds.end() && it->second > 0.0;
+    std::vector<std::string> row = {a.model, std::to_string(b) + " x " + std::to_string(t),
+                                    ok ? format_number(tokens / r.step_seconds, 1) : "failed"};
+    if (peer.available) {
+      row.push_back(theirs ? format_number(tokens / it->second, 1) : "-");
+      row.push_back(ok && theirs ? format_number(it->second / r.step_seconds, 2) + "x" : "-");
+    }
+    row.push_back(ok ? format_number(r.step_seconds, 3) : "-");
+    if (peer.available) row.push_back(theirs ? format_number(it->second, 3) : "-");
+    row.push_back(ok ? mib(r.peak_alloc_bytes) : "-");
+    row.push_back(ok ? mib(r.peak_rss_bytes) : "-");
+    if (peer.available) {
+      const auto rss = peer.peak_rss_bytes.find(int(i));
+      row.push_back(rss != peer.peak_rss_bytes.end() && rss->second > 0 ? mib(rss->second) : "-");
+    }
+    table.add_row(std::move(row));
+  }
+  return table;
+}
+
+}  // namespace
+
+int run_train_command(const std::vector<std::string>& argv, const std::string& argv0) {
+  const Args args = parse_args(argv);
+  gpt::GPTConfig config;
+  try {
+    config = gpt::gpt_preset(args.model);
+  } catch (const std::exception& e) {
+    throw UsageError(std::string("expected --model to name a preset: ") + e.what());
+  }
+  for (const auto& [b, t] : args.shapes) {
+    if (t > config.context_length) {
+      throw UsageError("expected --shapes lengths <= the context length " +
+                       std::to_string(config.context_length) + " of " + args.model + ", got " +
+                       std::to_string(b) + "x" + std::to_string(t));
+    }
+  }
+  if (args.threads > 0) set_num_threads(args.threads);
+  const int threads = num_threads();
+
+  std::printf(
+      "Tessera GPT training step, %s (%.1fM parameters), f32, AdamW: GEMM ISA %s, %d threads, "
+      "CPU %s",
+      args.model.c_str(), double(gpt::gpt_num_parameters(config)) / 1e6,
+      kernels::cpu::sgemm_isa(), threads, cpu_model().c_str());
+  const std::string load = load_average();
+  if (!load.empty()) std::printf(", load average %s", load.c_str());
+  std::printf("\n");
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (!load.empty() && cores > 0 && std::strtod(load.c_str(), nullptr) > cores) {
+    std::printf(
+        "warning: load average above the %u cores: other processes share the CPUs, so "
+        "both columns are slowed unevenly; rerun on an idle machine\n",
+        cores);
+  }
+
+  std::vector<TrainStepResult> ours(args.shapes.size());
+  std::vector<std::string> failures;
+  for (size_t i = 0; i < args.shapes.size(); ++i) {
+    const auto [b, t] = args.shapes[i];
+    std::fprintf(stderr, "[bench] tessera train %s %lld x %lld ... ", args.model.c_str(),
+                 static_cast<long long>(b), static_cast<long long>(t));
+    try {
+      ours[i] = time_train_step(config, {b, t}, args.bench);
+      std::fprintf(stderr, "%.3f s/step, loss %.3f\n", ours[i].step_seconds, ours[i].last_loss);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "failed\n");
+      failures.push_back(std::to_string(b) + "x" + std::to_string(t) + ": " + e.what());
+    }
+  }
+
+  PeerResult peer;
+  if (args.peer) {
+    PeerOptions po;
+    po.python = args.python;
+    po.script = args.peer_script.empty() ? find_peer_script(argv0) : args.peer_script;
+    po.threads = threads;
+    std::fprintf(stderr, "[bench] running the PyTorch peer (%zu shapes) ...\n",
+                 args.shapes.size());
+    peer = run_torch_train_peer(train_spec_json(config, args), po);
+  }
+
+  std::printf("%s", results_table(args, ours, peer).render().c_str());
+  if (peer.available) {
+    std::printf(
+        "PyTorch %s eager, %d threads, BLAS %s. ratio = Tessera / PyTorch tokens/s "
+        "(> 1: Tessera is faster).\n",
+        peer.torch_version.c_str(), peer.threads, peer.blas.c_str());
+  } else if (args.peer) {
+    std::printf("PyTorch peer unavailable: %s\n", peer.reason.c_str());
+  } else {
+    std::printf("PyTorch peer skipped (--no-peer)\n");
+  }
+  std::printf(
+      "tok/s = B*T / median step time of %d steps after %d warm-up steps; each shape builds a "
+      "fresh model and AdamW (lr %g, weight decay %g). Peak alloc: Tessera's CPU allocator "
+      "(tensors only); peak RSS: the process's VmHWM, reset before each shape (1 MB = 2^20 "
+      "bytes).\n",
+      args.bench.steps, args.bench.warmup, args.bench.lr, args.bench.weight_decay);
+  for (const std::string& f : failures) std::printf("FAILED %s\n", f.c_str());
+  return failures.empty() ? 0 : 1;
+}
+
+}  // namespace tessera::bench
