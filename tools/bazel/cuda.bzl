@@ -53,7 +53,9 @@ def _cuda_objects_impl(ctx):
             outputs = [obj],
             mnemonic = "NvccCompile",
             progress_message = "nvcc %s" % src.short_path,
-            use_default_shell_env = True,
+            # A fixed environment keeps the action key (and so the disk cache) the same for every
+            # checkout and user; nvcc finds the host compiler through -ccbin.
+            env = {"PATH": "/usr/local/cuda/bin:/usr/bin:/bin"},
         )
         objects.append(obj)
     return [DefaultInfo(files = depset(objects))]
