@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
 #include "core/dtype.h"
 #include "core/parallel.h"
 
@@ -31,9 +33,23 @@ void for_blocks(const Tensor& t, const char* op, Fn&& fn) {
   });
 }
 
+// Off the CPU (gradients of a model on a GPU) the same reductions run as device ops in f32 and
+// only the scalar result comes back to the host; the host loops above would read device memory.
+double device_sum_squares(const Tensor& t) {
+  autograd::NoGradGuard no_grad;
+  return sum(square(t.to(DType::f32))).item();
+}
+
+// x * 0 is 0 for every finite x and NaN for inf and NaN, so the sum is finite iff every element is.
+bool device_all_finite(const Tensor& t) {
+  autograd::NoGradGuard no_grad;
+  return std::isfinite(sum(mul(t.to(DType::f32), 0.0)).item());
+}
+
 }  // namespace
 
 double sum_squares(const Tensor& t) {
+  if (!t.device().is_cpu()) return device_sum_squares(t);
   std::vector<double> partial((t.numel() + kBlock - 1) / kBlock, 0.0);
   for_blocks(t, "sum_squares", [&]<typename T>(const T* x, int64_t n, int64_t b) {
     double s = 0.0;
@@ -49,6 +65,7 @@ double sum_squares(const Tensor& t) {
 }
 
 bool all_finite(const Tensor& t) {
+  if (!t.device().is_cpu()) return device_all_finite(t);
   std::vector<char> ok((t.numel() + kBlock - 1) / kBlock, 1);
   for_blocks(t, "all_finite", [&]<typename T>(const T* x, int64_t n, int64_t b) {
     bool fine = true;
@@ -61,7 +78,12 @@ bool all_finite(const Tensor& t) {
 }
 
 bool scale_inplace(const Tensor& t, double factor) {
-  check_cpu(t, "scale_inplace");
+  if (!t.device().is_cpu()) {
+    const bool finite = device_all_finite(t);
+    autograd::NoGradGuard no_grad;
+    t.copy_(mul(t.to(DType::f32), double(float(factor))));  // f32 math, rounded into t's dtype
+    return finite;
+  }
   Tensor c = t.contiguous();
   const int64_t n = c.numel();
   const int64_t blocks = (n + kBlock - 1) / kBlock;

@@ -9,7 +9,8 @@
 namespace tessera::optim::detail {
 
 // Sum of squares of t's elements (any floating dtype and layout), accumulated in double over fixed
-// blocks that are added in order.
+// blocks that are added in order. sum_squares, all_finite and scale_inplace also take tensors on a
+// GPU: there they run as device ops in f32 and only the scalar result comes to the host.
 double sum_squares(const Tensor& t);
 // Whether every element of t is finite (no inf, no NaN).
 bool all_finite(const Tensor& t);

@@ -26,7 +26,7 @@ std::vector<int64_t> bytes_to_ids(const std::string& text) {
 
 class BertTask : public Task {
  public:
-  explicit BertTask(const TaskContext& ctx) : config_(*ctx.config) {
+  explicit BertTask(const TaskContext& ctx) : config_(*ctx.config), device_(ctx.device) {
     const TrainConfig& c = config_;
     TS_CHECK(c.bert.mlm_head, "train",
              "model.mlm_head: the BERT trainer trains the masked-LM head; "
@@ -60,6 +60,7 @@ class BertTask : public Task {
              "vocabulary to fit the training data's (",
              mask_.mask_id, " ids), got ", val_->vocab_size());
     model_ = std::make_shared<bert::Bert>(c.bert, *ctx.init_gen);
+    model_->to(device_);
   }
 
   nn::Module& model() override { return *model_; }
@@ -77,7 +78,7 @@ class BertTask : public Task {
   Tensor micro_loss(int64_t micro_batch) override {
     LmBatch b = train_->next(micro_batch);
     MlmBatch m = mlm_mask(b.input, b.first_item, mask_);
-    return model_->mlm_loss(model_->forward(m.input), m.labels);
+    return model_->mlm_loss(model_->forward(m.input.to(device_)), m.labels.to(device_));
   }
 
   nlohmann::json data_state() const override { return train_->position().to_json(); }
@@ -97,11 +98,12 @@ class BertTask : public Task {
     for (int64_t i = 0; i < batches; ++i) {
       LmBatch b = val_->next(micro);
       MlmBatch m = mlm_mask(b.input, b.first_item, val_mask);
-      Tensor logits = model_->mlm_logits(model_->forward(m.input));  // (B, T, V)
-      Tensor loss = cross_entropy(logits, m.labels);
-      Tensor pred = argmax(logits, -1).contiguous();  // (B, T)
+      Tensor logits = model_->mlm_logits(model_->forward(m.input.to(device_)));  // (B, T, V)
+      Tensor loss = cross_entropy(logits, m.labels.to(device_));
+      Tensor pred = argmax(logits, -1).to(kCPU).contiguous();  // (B, T)
+      const Tensor labels = m.labels.contiguous();              // (B, T) on the CPU
       const int64_t* p = pred.data<int64_t>();
-      const int64_t* y = m.labels.data<int64_t>();
+      const int64_t* y = labels.data<int64_t>();
       double n = 0;
       for (int64_t k = 0; k < pred.numel(); ++k) {
         if (y[k] < 0) continue;
@@ -123,6 +125,7 @@ class BertTask : public Task {
 
  private:
   const TrainConfig& config_;
+  Device device_;
   std::unique_ptr<LmSource> train_, val_;
   MlmOptions mask_;
   std::shared_ptr<bert::Bert> model_;

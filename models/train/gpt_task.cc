@@ -29,7 +29,7 @@ std::vector<int64_t> bytes_to_ids(const std::string& text) {
 
 class GptTask : public Task {
  public:
-  explicit GptTask(const TaskContext& ctx) : config_(*ctx.config) {
+  explicit GptTask(const TaskContext& ctx) : config_(*ctx.config), device_(ctx.device) {
     const TrainConfig& c = config_;
     const int64_t T = c.seq_len();
     LmSourceOptions train{.context = T,
@@ -55,6 +55,7 @@ class GptTask : public Task {
                c.data.path.empty() ? " (the built-in text is bytes: 256 ids)" : "");
     }
     model_ = std::make_shared<gpt::GPT>(c.gpt, *ctx.init_gen);
+    model_->to(device_);
   }
 
   nn::Module& model() override { return *model_; }
@@ -71,7 +72,7 @@ class GptTask : public Task {
 
   Tensor micro_loss(int64_t micro_batch) override {
     LmBatch b = train_->next(micro_batch);
-    return model_->loss(b.input, b.target);
+    return model_->loss(b.input.to(device_), b.target.to(device_));
   }
 
   nlohmann::json data_state() const override { return train_->position().to_json(); }
@@ -89,7 +90,7 @@ class GptTask : public Task {
     for (int64_t i = 0; i < batches; ++i) {
       LmBatch b = val_->next(micro);
       const double n = double(b.input.numel());
-      loss_sum += model_->loss(b.input, b.target).item() * n;
+      loss_sum += model_->loss(b.input.to(device_), b.target.to(device_)).item() * n;
       count += n;
     }
     model_->train();
@@ -113,8 +114,9 @@ class GptTask : public Task {
     if (prompt.empty()) prompt.push_back(0);
     std::vector<int64_t> ids(prompt.begin(), prompt.end());
     Generator gen(t.seed + 7);
-    Tensor result = model_->generate(from_vector<int64_t>(ids, {1, int64_t(ids.size())}),
-                                     t.sample_tokens, t.sample_temperature, t.sample_top_k, gen);
+    Tensor result =
+        model_->generate(from_vector<int64_t>(ids, {1, int64_t(ids.size())}).to(device_),
+                         t.sample_tokens, t.sample_temperature, t.sample_top_k, gen);
     out << "sample (temperature " << t.sample_temperature << ", " << t.sample_tokens
         << " tokens):\n"
         << decode_ids(*tokenizer, result) << "\n";
@@ -123,7 +125,7 @@ class GptTask : public Task {
   // Decodes (1, N) ids, writing ids the tokenizer does not know as '?'.
   static std::string decode_ids(const data::Tokenizer& tokenizer, const Tensor& ids) {
     std::vector<uint32_t> known;
-    const Tensor c = ids.contiguous();
+    const Tensor c = ids.to(kCPU).contiguous();
     for (int64_t i = 0; i < c.numel(); ++i) {
       const int64_t id = c.data<int64_t>()[i];
       known.push_back(id < tokenizer.vocab_size() ? uint32_t(id) : uint32_t('?'));
@@ -133,6 +135,7 @@ class GptTask : public Task {
 
  private:
   const TrainConfig& config_;
+  Device device_;
   std::unique_ptr<LmSource> train_, val_;
   std::shared_ptr<gpt::GPT> model_;
 };

@@ -12,7 +12,9 @@ namespace tessera::train {
 
 namespace {
 constexpr size_t kWindow = 20;  // steps averaged for throughput and ETA
-}
+
+bool on_gpu(const StepStats& s) { return !s.memory_device.empty() && s.memory_device != "cpu"; }
+}  // namespace
 
 Progress::Progress(const ProgressOptions& options) : options_(options) {
   if (!options_.metrics_path.empty()) {
@@ -67,13 +69,17 @@ std::string Progress::line(const StepStats& s) const {
   const double rate = secs > 0 ? units / secs : 0;
   const double per_step = recent_seconds_.empty() ? 0 : secs / double(recent_seconds_.size());
   const int width = int(std::to_string(options_.total_steps).size());
-  char buf[256];
+  const std::string memory =
+      on_gpu(s) ? s.memory_device + " " + format_bytes(s.current_bytes) + " (peak " +
+                      format_bytes(s.peak_bytes) + ")"
+                : format_bytes(s.peak_bytes);
+  char buf[320];
   std::snprintf(buf, sizeof buf,
                 "step %*lld/%lld | loss %.4f | lr %.2e | %s %s/s | eta %s | mem %s", width,
                 (long long)s.step, (long long)options_.total_steps, s.loss, s.lr,
                 format_rate(rate).c_str(), options_.unit.c_str(),
                 format_duration(per_step * double(options_.total_steps - s.step)).c_str(),
-                format_bytes(s.peak_bytes).c_str());
+                memory.c_str());
   std::string out = buf;
   if (s.loss_scale > 0) {
     std::snprintf(buf, sizeof buf, " | scale %g | skipped %lld", s.loss_scale,
@@ -98,6 +104,10 @@ void Progress::step(const StepStats& s) {
                            {"unit", options_.unit},
                            {"throughput", s.seconds > 0 ? double(s.units) / s.seconds : 0.0},
                            {"peak_bytes", s.peak_bytes}};
+  if (on_gpu(s)) {
+    record["memory_device"] = s.memory_device;
+    record["current_bytes"] = s.current_bytes;
+  }
   if (s.grad_norm >= 0) record["grad_norm"] = s.grad_norm;
   if (s.loss_scale > 0) {
     record["loss_scale"] = s.loss_scale;

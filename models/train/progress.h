@@ -1,5 +1,5 @@
 // What a training run shows: rank 0's live progress line (step, loss, learning rate, throughput,
-// ETA, peak memory), evaluation lines, and the metrics file of JSON lines that
+// ETA, peak memory; a GPU's current and peak memory when training there), evaluation lines, and the metrics file of JSON lines that
 // tools/plot_metrics.py draws.
 #pragma once
 
@@ -22,7 +22,11 @@ struct StepStats {
   int64_t units = 0;          // tokens or images in the global batch
   double loss_scale = 0;      // f16 runs; 0 otherwise
   int64_t skipped_steps = 0;  // f16 steps skipped for inf/NaN gradients, so far
-  int64_t peak_bytes = 0;     // peak CPU memory held by tensors (core/allocator.h)
+  int64_t peak_bytes = 0;     // peak memory held by tensors on memory_device (core/allocator.h)
+  // Where the model trains: "" or "cpu" (the line shows the CPU's peak), or a GPU ("cuda:0"), whose
+  // current and peak bytes the line shows, since there device memory is what runs out.
+  std::string memory_device = "cpu";
+  int64_t current_bytes = 0;  // memory held on memory_device at the end of the step
 };
 
 struct ProgressOptions {

@@ -21,6 +21,7 @@ struct TaskContext {
   int64_t data_rank = 0;  // this rank's place among the data-parallel ranks
   int64_t data_size = 1;
   Generator* init_gen = nullptr;  // draws the initial weights (the same on every rank)
+  Device device = kCPU;           // where the model and every batch live
 };
 
 // Named metrics of one evaluation ({"val_loss": 1.2, "val_ppl": 3.3}) and a one-line summary.
@@ -35,7 +36,7 @@ class Task {
 
   virtual nn::Module& model() = 0;
   // Draws this rank's next micro-batch (micro_batch rows) and returns its mean loss: a
-  // differentiable scalar.
+  // differentiable scalar on the model's device.
   virtual Tensor micro_loss(int64_t micro_batch) = 0;
   // Tokens per sequence (GPT, BERT) or 1 (an image), and the unit's name ("tok", "img").
   virtual int64_t units_per_item() const = 0;
@@ -56,7 +57,9 @@ class Task {
   virtual void finish(std::ostream& out) {}
 };
 
-// Builds the task of config.kind: the model (f32, weights from ctx.init_gen) and its data.
+// Builds the task of config.kind: the model (f32, weights drawn on the CPU from ctx.init_gen, so
+// every device starts from the same values, then moved to ctx.device) and its data (batches are
+// made on the CPU and moved to ctx.device; metrics come back to the host).
 // Throws ValueError for data the model cannot read (a missing file, a vocabulary larger than
 // the model's).
 std::unique_ptr<Task> make_gpt_task(const TaskContext& ctx);

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "models/train/config_reader.h"
+#include "models/train/train_device.h"
 #include "optim/make_optimizer.h"
 
 namespace tessera::train {
@@ -90,7 +91,9 @@ void read_train(const json& j, TrainSection& t) {
   t.sample_prompt = r.string("sample_prompt", t.sample_prompt);
   t.sample_temperature = r.number("sample_temperature", t.sample_temperature, 0.0);
   t.sample_top_k = r.integer("sample_top_k", t.sample_top_k, 0);
+  t.device = r.string("device", t.device);
   r.done();
+  check_device_spec(t.device);
 }
 
 // Which keys each data.type takes, so a key that would be ignored is an error instead.
@@ -228,6 +231,10 @@ TrainConfig TrainConfig::from_json(const json& j) {
     TS_CHECK(c.train.seq_len == 0 || c.kind == ModelKind::bert, "config",
              "train.seq_len: only GPT and BERT read sequences, got ", c.train.seq_len, " for vit");
   }
+  const std::string opt_type = c.optimizer.value("type", "adamw");
+  TS_CHECK(c.train.device == "cpu" || opt_type == "adam" || opt_type == "adamw", "config",
+           "optimizer.type ", opt_type, ": its update loops run on the CPU only; with train.device ",
+           c.train.device, " use adam or adamw");
   const int64_t context = c.kind == ModelKind::gpt ? c.gpt.context_length : c.bert.max_positions;
   TS_CHECK(c.kind == ModelKind::vit || c.train.seq_len <= context, "config",
            "train.seq_len: expected at most the model's context ", context, ", got ",

@@ -46,6 +46,8 @@ struct TrainSection {
   std::string sample_prompt = "the ";
   double sample_temperature = 0.8;
   int64_t sample_top_k = 0;
+  // "cpu", "cuda" (each rank takes cuda:(local rank % devices)) or "cuda:N" (train_device.h).
+  std::string device = "cpu";
 };
 
 struct DataSection {

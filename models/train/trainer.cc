@@ -1,6 +1,8 @@
 // The training loop (see trainer.h). One optimizer step: accumulate micro-batch gradients (data
 // parallel all-reduce started by backward on the last one), average the loss over ranks, move
-// gradients to the f32 masters, unscale (f16), clip, step (or skip), copy masters back.
+// gradients to the f32 masters, unscale (f16), clip, step (or skip), copy masters back. On a GPU
+// the model, masters, optimizer state and batches live there and gradients are reduced over NCCL;
+// agreement calls and metric sums stay on the host over MPI.
 #include "models/train/trainer.h"
 
 #include <chrono>
@@ -22,6 +24,7 @@
 #include "core/parallel.h"
 #include "models/train/progress.h"
 #include "models/train/task.h"
+#include "models/train/train_device.h"
 #include "models/train/train_state.h"
 #include "optim/clip_grad.h"
 #include "optim/make_optimizer.h"
@@ -149,6 +152,8 @@ class Trainer {
   TrainerOptions options_;
   int64_t accum_ = 1;
   int64_t data_rank_ = 0;
+  Device device_ = kCPU;
+  std::shared_ptr<parallel::Communicator> grad_group_;  // reduces gradients on device_
   std::unique_ptr<parallel::ParallelContext> context_;
   Generator init_gen_;
   std::unique_ptr<Task> task_;
@@ -169,6 +174,7 @@ void Trainer::setup() {
   run_agreed(world_.get(), [&] {
     accum_ = resolve_layout(config_, world_size);
     config_.parallel.validate(world_size);
+    device_ = resolve_train_device(config_.train.device, world_ ? world_->rank() : 0);
   });
   set_threads(config_, world_size);
   if (world_) {
@@ -183,7 +189,8 @@ void Trainer::setup() {
     task_ = make_task({.config = &config_,
                        .data_rank = data_rank_,
                        .data_size = config_.parallel.data,
-                       .init_gen = &init_gen_});
+                       .init_gen = &init_gen_,
+                       .device = device_});
     nn::Module& model = task_->model();
     const DType dtype = precision_dtype(config_.precision.dtype);
     if (dtype != DType::f32) model.to(dtype);
@@ -211,8 +218,10 @@ void Trainer::setup() {
                         .metrics_path = rank0() ? config_.logging.metrics : std::string()});
   });
   if (config_.parallel.data > 1) {
-    dp_ = std::make_unique<parallel::DataParallel>(task_->model().named_parameters(),
-                                                   context_->data_group());
+    // Gradients live on device_, so they are reduced by a communicator for that device (NCCL over
+    // the MPI data group on a GPU); the MPI group keeps the host-side sums.
+    grad_group_ = gradient_group(context_->data_group(), device_);
+    dp_ = std::make_unique<parallel::DataParallel>(task_->model().named_parameters(), grad_group_);
   }
 }
 
@@ -312,7 +321,10 @@ double Trainer::train_step(int64_t step, StepStats& stats) {
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   stats.loss_scale = scaler_ ? scaler_->scale() : 0.0;
   stats.skipped_steps = scaler_ ? scaler_->skipped_steps() : 0;
-  stats.peak_bytes = memory_stats(kCPU).peak_bytes;
+  const MemoryStats memory = memory_stats(device_);
+  stats.peak_bytes = memory.peak_bytes;
+  stats.current_bytes = memory.current_bytes;
+  stats.memory_device = device_.str();
   return loss;
 }
 
@@ -339,7 +351,9 @@ void Trainer::header() {
       << ") | global batch " << t.batch_size;
   if (task_->units_per_item() > 1) *os << " x " << task_->units_per_item() << " " << task_->unit();
   *os << " | micro-batch " << t.micro_batch_size << " per rank x " << accum_ << " accumulation | "
-      << "threads per rank: " << num_threads() << "\n";
+      << "threads per rank: " << num_threads() << " | device " << device_.str()
+      << (config_.train.device == "cuda" && world_ && world_->size() > 1 ? " (rank 0)" : "")
+      << "\n";
   if (!resumed_from_.empty())
     *os << "  resumed from " << resumed_from_ << " at step " << step_ << "\n";
   os->flush();

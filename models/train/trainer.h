@@ -1,6 +1,7 @@
 // The training loop behind `tessera train`: builds the model, optimizer, schedule, precision and
 // data parallelism from a TrainConfig, resumes from the latest checkpoint, trains with gradient
-// accumulation and clipping, evaluates, checkpoints, and reports progress on rank 0.
+// accumulation and clipping, evaluates, checkpoints, and reports progress on rank 0; on the CPU or,
+// with train.device cuda, on one GPU per rank (train_device.h).
 #pragma once
 
 #include <cstdint>

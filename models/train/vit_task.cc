@@ -26,6 +26,7 @@ class VitTask : public Task {
  public:
   explicit VitTask(const TaskContext& ctx)
       : config_(*ctx.config),
+        device_(ctx.device),
         train_(ctx.config->data.builtin_images, {.shuffle = ctx.config->data.shuffle,
                                                  .seed = ctx.config->train.seed,
                                                  .rank = ctx.data_rank,
@@ -56,6 +57,7 @@ class VitTask : public Task {
               .noise = c.data.image_noise,
               .seed = kTrainImageSeed};
     model_ = std::make_shared<vit::ViT>(c.vit, *ctx.init_gen);
+    model_->to(device_);
   }
 
   nn::Module& model() override { return *model_; }
@@ -83,10 +85,10 @@ class VitTask : public Task {
   Tensor micro_loss(int64_t micro_batch) override {
     if (loader_) {
       data::ImageBatch b = loader_->next(micro_batch);
-      return model_->loss(b.images.to(model_dtype()), b.labels);
+      return model_->loss(on_device(b.images), b.labels.to(device_));
     }
     ImageBatch b = make_images(train_.next(micro_batch), image_);
-    return model_->loss(b.images.to(model_dtype()), b.labels);
+    return model_->loss(on_device(b.images), b.labels.to(device_));
   }
 
   nlohmann::json data_state() const override {
@@ -111,12 +113,13 @@ class VitTask : public Task {
     for (int64_t i = 0; i < batches; ++i) {
       ImageBatch b = loader_ ? held_out_batch(i, micro) : make_images(val_.next(micro), val_images);
       if (b.labels.numel() == 0) continue;  // this rank is past the end of the held-out set
-      Tensor logits = model_->forward(b.images.to(model_dtype()));  // (B, classes)
-      Tensor pred = argmax(logits, -1).contiguous();
-      const double n = double(b.labels.numel());
-      loss_sum += cross_entropy(logits, b.labels).item() * n;
+      Tensor logits = model_->forward(on_device(b.images));  // (B, classes)
+      Tensor pred = argmax(logits, -1).to(kCPU).contiguous();
+      const Tensor labels = b.labels.contiguous();  // (B) on the CPU
+      const double n = double(labels.numel());
+      loss_sum += cross_entropy(logits, labels.to(device_)).item() * n;
       for (int64_t k = 0; k < pred.numel(); ++k)
-        correct += pred.data<int64_t>()[k] == b.labels.data<int64_t>()[k] ? 1 : 0;
+        correct += pred.data<int64_t>()[k] == labels.data<int64_t>()[k] ? 1 : 0;
       count += n;
     }
     model_->train();
@@ -132,6 +135,8 @@ class VitTask : public Task {
 
  private:
   DType model_dtype() const { return model_->parameters().front().dtype(); }
+  // (B, C, H, W) f32 images from the CPU: moved first, then converted on the device.
+  Tensor on_device(const Tensor& images) const { return images.to(device_).to(model_dtype()); }
 
   // Held-out images in order, each once: batch i of this rank (empty past the end of the set).
   ImageBatch held_out_batch(int64_t i, int64_t micro) const {
@@ -142,6 +147,7 @@ class VitTask : public Task {
   }
 
   const TrainConfig& config_;
+  Device device_;
   data::Sampler train_, val_;
   ImageOptions image_;
   std::shared_ptr<vit::ViT> model_;

@@ -61,6 +61,8 @@ class Communicator {
   virtual const char* backend() const = 0;
   // The device type whose tensors this backend moves.
   virtual DeviceType device_type() const = 0;
+  // The device this rank's tensors must be on (the CPU for MPI; the communicator's GPU for NCCL).
+  virtual Device device() const { return Device{device_type(), 0}; }
 
   // t = op over ranks of t. avg needs a floating dtype. On bool tensors sum and max are a
   // logical or, min and prod a logical and.

@@ -26,10 +26,13 @@ uint64_t config_hash(const std::string& text) {
 
 void check_same_config(Communicator& comm, const std::string& config_text) {
   const int p = comm.size();
-  Tensor mine = from_vector<int64_t>({int64_t(config_hash(config_text))}, {1}, kCPU);
-  Tensor all = empty({int64_t(p)}, {.dtype = DType::i64, .device = kCPU});
+  // On the communicator's device (NCCL moves only GPU tensors); the hashes are read on the host.
+  const Device device = comm.device();
+  Tensor mine = from_vector<int64_t>({int64_t(config_hash(config_text))}, {1}, kCPU).to(device);
+  Tensor all = empty({int64_t(p)}, {.dtype = DType::i64, .device = device});
   comm.all_gather(mine, all)->wait();
-  const int64_t* h = all.data<int64_t>();
+  const Tensor host = all.to(kCPU);
+  const int64_t* h = host.data<int64_t>();
   std::vector<int> differ;
   for (int r = 1; r < p; ++r) {
     if (h[r] != h[0]) differ.push_back(r);

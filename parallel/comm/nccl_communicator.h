@@ -30,6 +30,7 @@ class NcclCommunicator : public Communicator {
   int size() const override { return size_; }
   const char* backend() const override { return "nccl"; }
   DeviceType device_type() const override { return DeviceType::cuda; }
+  Device device() const override { return cuda_device(device_); }
   std::shared_ptr<Communicator> split(int color, int key, const std::string& name = "") override;
 
   ncclComm_t handle() const { return comm_; }

@@ -1,5 +1,6 @@
 // `tessera eval` and `tessera generate`: load a GPT checkpoint written by `tessera train` (its
-// stored configuration rebuilds the model) and score a token file or continue a prompt.
+// stored configuration rebuilds the model) and score a token file or continue a prompt, on the
+// CPU or a GPU (--device; the checkpoint is read on the CPU and the model moved there).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include "models/data/token_dataset.h"
 #include "models/data/tokenizer.h"
 #include "models/gpt/gpt.h"
+#include "models/train/train_device.h"
 #include "models/train/train_state.h"
 #include "tools/cli/commands.h"
 
@@ -19,16 +21,19 @@ namespace tessera::cli {
 
 const char* const kEvalUsage =
     "usage: tessera eval --checkpoint DIR --data FILE [--batch-size B] [--max-batches N]\n"
+    "                    [--device cpu|cuda|cuda:N]\n"
     "  --checkpoint DIR   a checkpoint (step-N directory) or the directory holding them (latest)\n"
     "  --data FILE        token file (tessera data prepare); scored in consecutive windows of the\n"
     "                     model's training length\n"
     "  --batch-size B     windows per forward (default 8)\n"
-    "  --max-batches N    stop after N batches (default: the whole file)\n";
+    "  --max-batches N    stop after N batches (default: the whole file)\n"
+    "  --device D         where the model runs: cpu (default), cuda or cuda:N\n";
 
 const char* const kGenerateUsage =
     "usage: tessera generate --checkpoint DIR [--prompt TEXT] [--max-new-tokens N]\n"
     "                        [--temperature T] [--top-k K] [--seed S]\n"
     "                        [--tokenizer byte|gpt2 --vocab vocab.json --merges merges.txt]\n"
+    "                        [--device cpu|cuda|cuda:N]\n"
     "  defaults: the training config's sample prompt, 200 tokens, temperature 0.8, top-k 0 (all),\n"
     "  seed 0, and the tokenizer named in the training config's data section\n";
 
@@ -40,7 +45,13 @@ struct LoadedGpt {
   std::string dir;
 };
 
-LoadedGpt load_gpt(const std::string& path) {
+// The --device flag's device for `command` (cuda: device 0 unless cuda:N).
+Device cli_device(const std::string& spec, const char* command) {
+  return train::resolve_train_device(spec, 0, {.op = command, .key = "--device"});
+}
+
+// Reads the checkpoint on the CPU, then moves the model to `device`.
+LoadedGpt load_gpt(const std::string& path, Device device) {
   LoadedGpt g;
   g.dir = train::resolve_checkpoint_dir(path);
   io::CheckpointContents ck = io::load_checkpoint(g.dir);
@@ -50,6 +61,7 @@ LoadedGpt load_gpt(const std::string& path) {
   Generator gen(0);
   g.model = std::make_unique<gpt::GPT>(g.config.gpt, gen);
   train::load_model_tensors(*g.model, nullptr, ck.model, g.dir);
+  g.model->to(device);
   g.model->eval();
   return g;
 }
@@ -63,7 +75,7 @@ int report_error(const char* command, const std::exception& e) {
 
 int run_eval(const std::vector<std::string>& args) {
   try {
-    std::string checkpoint, data_path;
+    std::string checkpoint, data_path, device = "cpu";
     long long batch = 8, max_batches = -1;
     ArgReader r(args, "eval");
     while (r.next()) {
@@ -78,13 +90,16 @@ int run_eval(const std::vector<std::string>& args) {
         batch = ArgReader::to_int(r.name(), r.value());
       else if (r.name() == "--max-batches")
         max_batches = ArgReader::to_int(r.name(), r.value());
+      else if (r.name() == "--device")
+        device = r.value();
       else
         r.unknown();
     }
     TS_CHECK(!checkpoint.empty() && !data_path.empty(), "eval",
              "expected --checkpoint DIR and --data FILE (see --help)");
     TS_CHECK(batch > 0, "eval", "expected --batch-size > 0, got ", batch);
-    LoadedGpt g = load_gpt(checkpoint);
+    const Device dev = cli_device(device, "eval");
+    LoadedGpt g = load_gpt(checkpoint, dev);
     const int64_t T = g.config.seq_len();
     data::TokenDataset ds(data_path, {.context = T, .shuffle = false});
     TS_CHECK(int64_t(ds.vocab_size()) <= g.config.gpt.vocab_size, "eval", data_path,
@@ -98,8 +113,9 @@ int run_eval(const std::vector<std::string>& args) {
     for (int64_t b = 0; b < batches; ++b) {
       const int64_t rows = std::min<int64_t>(batch, windows - b * batch);
       data::TokenBatch tb = ds.next_batch(rows);
-      loss_sum += g.model->loss(tb.input, tb.target).item() * double(tb.input.numel());
-      tokens += double(tb.input.numel());
+      const double n = double(tb.input.numel());
+      loss_sum += g.model->loss(tb.input.to(dev), tb.target.to(dev)).item() * n;
+      tokens += n;
     }
     TS_CHECK(tokens > 0, "eval", "expected at least one batch, got --max-batches 0");
     const double loss = loss_sum / tokens;
@@ -113,7 +129,7 @@ int run_eval(const std::vector<std::string>& args) {
 
 int run_generate(const std::vector<std::string>& args) {
   try {
-    std::string checkpoint, tokenizer_kind, vocab, merges;
+    std::string checkpoint, tokenizer_kind, vocab, merges, device = "cpu";
     std::optional<std::string> prompt;
     long long max_new = 200, top_k = 0, seed = 0;
     double temperature = 0.8;
@@ -140,6 +156,8 @@ int run_generate(const std::vector<std::string>& args) {
         vocab = r.value();
       else if (r.name() == "--merges")
         merges = r.value();
+      else if (r.name() == "--device")
+        device = r.value();
       else
         r.unknown();
     }
@@ -147,7 +165,8 @@ int run_generate(const std::vector<std::string>& args) {
     TS_CHECK(max_new >= 0 && temperature >= 0 && top_k >= 0, "generate",
              "expected --max-new-tokens, --temperature and --top-k >= 0, got ", max_new, ", ",
              temperature, ", ", top_k);
-    LoadedGpt g = load_gpt(checkpoint);
+    const Device dev = cli_device(device, "generate");
+    LoadedGpt g = load_gpt(checkpoint, dev);
     const train::DataSection& d = g.config.data;
     auto tokenizer =
         data::make_tokenizer({.kind = tokenizer_kind.empty() ? d.tokenizer : tokenizer_kind,
@@ -161,9 +180,9 @@ int run_generate(const std::vector<std::string>& args) {
                " is outside the model's vocabulary ", g.config.gpt.vocab_size,
                " (is --tokenizer the one the model was trained with?)");
     Generator gen(static_cast<uint64_t>(seed));
-    Tensor out = g.model->generate(from_vector<int64_t>(ids, {1, int64_t(ids.size())}), max_new,
-                                   temperature, top_k, gen);
-    const Tensor flat = out.contiguous();
+    Tensor out = g.model->generate(from_vector<int64_t>(ids, {1, int64_t(ids.size())}).to(dev),
+                                   max_new, temperature, top_k, gen);
+    const Tensor flat = out.to(kCPU).contiguous();
     std::vector<uint32_t> result;
     for (int64_t i = 0; i < flat.numel(); ++i) {
       const int64_t id = flat.data<int64_t>()[i];

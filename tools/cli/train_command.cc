@@ -18,7 +18,8 @@ const char* const kTrainUsage =
     "  --config FILE      JSON configuration: model, parallel, zero, precision, optimizer, "
     "schedule,\n"
     "                     train, data, checkpoint, logging (see tools/configs/*.json)\n"
-    "  --set KEY=VALUE    override one key, e.g. --set train.steps=50 --set optimizer.lr=3e-4\n";
+    "  --set KEY=VALUE    override one key, e.g. --set train.steps=50 --set optimizer.lr=3e-4\n"
+    "                     (--set train.device=cuda trains on the GPUs: rank r on GPU r % count)\n";
 
 namespace {
 

@@ -29,4 +29,15 @@ TEST_CASE("the bundled configs read and say what they train") {
   TrainConfig big = load_train_config("tools/configs/gpt2-124m.json", {});
   CHECK(big.gpt.d_model == 768);
   CHECK(big.precision.dtype == "bf16");
+  CHECK(big.train.device == "cpu");
+  // The GPU machine's config: GPT-2 124M in bf16 with AdamW on CUDA, on data that needs no files.
+  TrainConfig gpu = load_train_config("tools/configs/gpt2-124m-cuda.json", {});
+  CHECK(gpu.train.device == "cuda");
+  CHECK(gpu.gpt.d_model == 768);
+  CHECK(gpu.gpt.n_layers == 12);
+  CHECK(gpu.precision.dtype == "bf16");
+  CHECK(gpu.optimizer["type"] == "adamw");
+  CHECK(gpu.seq_len() == 1024);
+  CHECK(gpu.train.batch_size * gpu.seq_len() >= 100000);  // a realistic batch of tokens
+  CHECK(gpu.data.path.empty());
 }

@@ -58,3 +58,35 @@ TEST_CASE("progress lines every log_every steps and metrics as JSON lines") {
   CHECK(last["val_loss"] == 1.5);
   CHECK(last["eval"] == true);
 }
+
+TEST_CASE("on a GPU the line and the metrics show that device's current and peak memory") {
+  const std::string path = "/tmp/tessera_progress_gpu_test.jsonl";
+  std::remove(path.c_str());
+  std::ostringstream out;
+  {
+    Progress p({.out = &out, .live = false, .log_every = 1, .total_steps = 2, .metrics_path = path});
+    p.step({.step = 1,
+            .loss = 2.0,
+            .lr = 1e-3,
+            .seconds = 1.0,
+            .units = 100,
+            .peak_bytes = int64_t(3) << 30,
+            .memory_device = "cuda:1",
+            .current_bytes = int64_t(3) << 29});
+    p.step({.step = 2, .loss = 1.5, .lr = 1e-3, .seconds = 1.0, .units = 100, .peak_bytes = 7 << 20});
+  }
+  const std::string text = out.str();
+  CHECK(text.find("step 1/2 | loss 2.0000 | lr 1.00e-03 | 100 tok/s | eta 1s | "
+                  "mem cuda:1 1.50 GiB (peak 3.00 GiB)") != std::string::npos);
+  CHECK(text.find("step 2/2 | loss 1.5000 | lr 1.00e-03 | 100 tok/s | eta 0s | mem 7.0 MiB\n") !=
+        std::string::npos);  // the CPU's line is unchanged
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  const nlohmann::json first = nlohmann::json::parse(line);
+  CHECK(first["memory_device"] == "cuda:1");
+  CHECK(first["current_bytes"] == int64_t(3) << 29);
+  CHECK(first["peak_bytes"] == int64_t(3) << 30);
+  std::getline(in, line);
+  CHECK_FALSE(nlohmann::json::parse(line).contains("memory_device"));
+}

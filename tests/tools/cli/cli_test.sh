@@ -61,6 +61,32 @@ run 120 "$tessera" generate --checkpoint "$work/ck/step-00000010" --prompt "the 
 run 120 "$tessera" generate --checkpoint "$work/ck" --prompt "the" --max-new-tokens 20 --temperature 0.8 --top-k 5 --seed 3
 expect_ok "generate with sampling" "the"
 
+# train.device / --device: a clear error without a GPU; with one, the same commands run there.
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+run 60 "$tessera" train --config "$cfg" --set train.device=gpu
+expect_error "bad train.device" 'train.device: expected "cpu", "cuda" or "cuda:N", got "gpu"'
+run 60 "$tessera" eval --checkpoint "$work/ck" --data "$work/text.tok" --device tpu
+expect_error "bad --device" '[eval] --device: expected "cpu", "cuda" or "cuda:N", got "tpu"'
+if [ "$gpus" -eq 0 ]; then
+  run 60 "$tessera" train --config "$cfg" --set train.device=cuda
+  expect_error "train.device cuda without a GPU" "[config] train.device cuda: no " 30
+  run 60 "$tessera" eval --checkpoint "$work/ck" --data "$work/text.tok" --device cuda
+  expect_error "eval --device cuda without a GPU" "tessera eval: [eval] --device cuda: no " 30
+  run 60 "$tessera" generate --checkpoint "$work/ck" --device cuda:0
+  expect_error "generate --device cuda:0 without a GPU" "[generate] --device cuda:0: no " 30
+else
+  run 300 "$tessera" train --config "$cfg" --set train.device=cuda --set checkpoint.dir="$work/ck_gpu"
+  expect_ok "train on cuda" "sample (temperature"
+  grep -qF "| device cuda:0" "$LOG" || fail "train on cuda: the header does not name cuda:0"
+  grep -qE "step 10/10 \| loss .* \| mem cuda:0 .* \(peak " "$LOG" || fail "train on cuda: no GPU memory"
+  run 120 "$tessera" eval --checkpoint "$work/ck_gpu" --data "$work/text.tok" --device cuda
+  expect_ok "eval --device cuda" "| loss "
+  run 120 "$tessera" generate --checkpoint "$work/ck_gpu" --prompt "the cat" --max-new-tokens 30 --temperature 0 --device cuda
+  expect_ok "generate --device cuda" "the cat"
+  run 60 "$tessera" generate --checkpoint "$work/ck_gpu" --device "cuda:$gpus"
+  expect_error "generate on a GPU that is not there" "[generate] --device cuda:$gpus: expected a device index below $gpus"
+fi
+
 run 60 "$tessera" eval --checkpoint "$work/nothing" --data "$work/text.tok"
 expect_error "eval of a missing checkpoint" "nothing: no such directory"
 

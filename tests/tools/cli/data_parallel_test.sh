@@ -33,6 +33,26 @@ expect_error "unknown key on 2 ranks" "unknown key 'train.stpes'" 30
 n=$(grep -c "unknown key 'train.stpes'" "$LOG")
 [ "$n" -eq 1 ] && echo "ok: the error is printed once" || fail "the error is printed $n times"
 
+# train.device cuda: every rank finds no GPU and one error is printed; with 2 GPUs or more, 2 ranks
+# reduce their gradients over NCCL and follow the CPU's single-rank losses.
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+if [ "$gpus" -eq 0 ]; then
+  mpi 2 60 "$tessera" train --config "$cfg" --set train.device=cuda
+  expect_error "train.device cuda on 2 ranks without a GPU" "[config] train.device cuda: no " 30
+  n=$(grep -c "train.device cuda: no " "$LOG")
+  [ "$n" -eq 1 ] && echo "ok: the no-GPU error is printed once" || fail "the no-GPU error is printed $n times"
+elif [ "$gpus" -ge 2 ]; then
+  mpi 2 300 "$tessera" train "${common[@]}" --set train.device=cuda --set logging.metrics="$work/gpu2.jsonl"
+  expect_ok "2 ranks on 2 GPUs (NCCL)" "ranks: 2 (data parallel 2)"
+  if python3 "$here/compare_losses.py" "$work/one.jsonl" "$work/gpu2.jsonl" 1e-3 >"$LOG" 2>&1; then
+    echo "ok: 1 CPU rank vs 2 GPU ranks: $(cat "$LOG")"
+  else
+    fail "1 CPU rank vs 2 GPU ranks: losses differ"
+  fi
+else
+  echo "skipped: data parallelism on CUDA needs 2 GPUs, found $gpus"
+fi
+
 mpi 2 60 "$tessera" train --config "$cfg" --set parallel.data=3
 expect_error "impossible layout" "= 3 ranks, but the job has 2" 30
 

@@ -1,0 +1,43 @@
+// Where the trainer computes: train.device ("cpu", "cuda", "cuda:N") resolved to this rank's
+// device, the communicator that reduces gradients living there (NCCL on CUDA, bootstrapped over
+// the MPI data group), and the device's memory counters for the progress line.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/device.h"
+#include "parallel/comm/communicator.h"
+
+namespace tessera::train {
+
+// Who asks for a device, for error messages: "[config] train.device ..." for the trainer,
+// "[eval] --device ..." for a command-line flag.
+struct DeviceSetting {
+  const char* op = "config";
+  const char* key = "train.device";
+};
+
+// Throws ValueError "[config] train.device: expected ..." unless spec is "cpu", "cuda" or
+// "cuda:N" (syntax only: config files read on machines without a GPU).
+void check_device_spec(const std::string& spec, const DeviceSetting& where = {});
+
+// Whether this process can train on CUDA, and why not ("" when it can). A build without the CUDA
+// backend (--config=cpu) cannot.
+bool cuda_usable();
+std::string cuda_unavailable_reason();
+
+// This rank's device: "cpu"; "cuda" is cuda:(local rank % device count), the local rank read from
+// OMPI_COMM_WORLD_LOCAL_RANK (else SLURM_LOCALID, else world_rank); "cuda:N" is device N. A CUDA
+// device is made current for the calling thread. Throws ValueError
+// "[config] train.device cuda: <why no GPU is usable>", naming N when it is not a device here, and
+// for "cuda" when the machine's ranks (OMPI_COMM_WORLD_LOCAL_SIZE) outnumber its GPUs.
+Device resolve_train_device(const std::string& spec, int world_rank,
+                            const DeviceSetting& where = {});
+
+// The communicator for gradients on `device`: `group` itself on the CPU; on CUDA a new NCCL
+// communicator over the same ranks, bootstrapped over `group` (collective over it).
+std::shared_ptr<parallel::Communicator> gradient_group(
+    const std::shared_ptr<parallel::Communicator>& group, Device device);
+
+}  // namespace tessera::train
