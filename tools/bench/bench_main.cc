@@ -1,5 +1,5 @@
-// `bench [kernels | train | comm] [options]`: Tessera's benchmarks. kernels (the default) and
-// train print Tessera beside PyTorch measured in the same run; comm runs under mpirun.
+// `bench [kernels | train | comm | cuda] [options]`: Tessera's benchmarks. kernels (the default),
+// train and cuda print Tessera beside PyTorch measured in the same run; comm runs under mpirun.
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -12,11 +12,13 @@ namespace tessera::bench {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: bench [kernels | train | comm] [options]   (bench <subcommand> --help for its "
-    "options)\n"
+    "usage: bench [kernels | train | comm | cuda] [options]   (bench <subcommand> --help for "
+    "its options)\n"
     "  kernels   GPT-2 124M op timings, Tessera vs PyTorch eager (the default subcommand)\n"
     "  train     GPT-2 124M training step: tokens/s and peak memory, Tessera vs PyTorch\n"
-    "  comm      collectives (time, algbw, busbw) and data-parallel scaling; mpirun -np N\n";
+    "  comm      collectives (time, algbw, busbw) and data-parallel scaling; mpirun -np N\n"
+    "  cuda      one GPU: GEMM and fused-attention TFLOP/s, GPT-2 124M training tokens/s, MFU\n"
+    "            and peak memory, Tessera vs PyTorch on the same GPU\n";
 
 int print_help(const char* text) {
   std::fputs(text, stdout);
@@ -51,7 +53,11 @@ int run(int argc, char** argv) {
     if (wants_help(args)) return print_help(kCommUsage);
     return run_comm_command(argc, argv, first);
   }
-  throw UsageError("expected the subcommand kernels, train or comm, got '" + sub + "'");
+  if (sub == "cuda") {
+    if (wants_help(args)) return print_help(kCudaUsage);
+    return run_cuda_command(args, argv0);
+  }
+  throw UsageError("expected the subcommand kernels, train, comm or cuda, got '" + sub + "'");
 }
 
 }  // namespace

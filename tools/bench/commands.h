@@ -10,6 +10,9 @@ namespace tessera::bench {
 int run_kernels_command(const std::vector<std::string>& args, const std::string& argv0);
 // `bench train`: GPT training step tokens/s and peak memory, Tessera vs PyTorch.
 int run_train_command(const std::vector<std::string>& args, const std::string& argv0);
+// `bench cuda`: GEMMs, fused attention and the GPT training step on one GPU, Tessera vs PyTorch on
+// the same GPU. Without a usable GPU: a one-line message and exit status 2.
+int run_cuda_command(const std::vector<std::string>& args, const std::string& argv0);
 // `bench comm` (under mpirun): collectives and data-parallel scaling. argc/argv are the whole
 // command line (MPI_Init may read it); options start at argv[first].
 int run_comm_command(int argc, char** argv, int first);
@@ -17,5 +20,6 @@ int run_comm_command(int argc, char** argv, int first);
 extern const char* const kKernelsUsage;
 extern const char* const kTrainUsage;
 extern const char* const kCommUsage;
+extern const char* const kCudaUsage;
 
 }  // namespace tessera::bench

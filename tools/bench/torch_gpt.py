@@ -1,7 +1,9 @@
 """GPT-2 in plain PyTorch for the `bench train` peer: the architecture of models/gpt (learned
 positions, pre-LN blocks with a fused QKV projection, causal attention, tanh GELU MLP, final
 LayerNorm, LM head tied to the token embedding), written as GPT-2 training code in eager PyTorch
-1.13 writes it (no fused attention kernel exists there), so both sides do the same work.
+1.13 writes it (no fused attention kernel exists there), so both sides do the same work. On a GPU
+(`bench cuda`, PyTorch 2) fused_attention=True uses F.scaled_dot_product_attention, as Tessera's
+model uses its fused attention kernel.
 """
 
 import math
@@ -12,9 +14,10 @@ import torch.nn.functional as F
 
 
 class Block(nn.Module):
-    def __init__(self, d_model, n_heads, hidden, eps, bias):
+    def __init__(self, d_model, n_heads, hidden, eps, bias, fused_attention):
         super().__init__()
         self.n_heads = n_heads
+        self.fused_attention = fused_attention
         self.ln_1 = nn.LayerNorm(d_model, eps=eps)
         self.c_attn = nn.Linear(d_model, 3 * d_model, bias=bias)
         self.attn_proj = nn.Linear(d_model, d_model, bias=bias)
@@ -27,9 +30,13 @@ class Block(nn.Module):
         h = self.n_heads
         q, k, v = self.c_attn(self.ln_1(x)).split(c, dim=2)
         q, k, v = (z.view(b, t, h, c // h).transpose(1, 2) for z in (q, k, v))  # (B, H, T, D)
-        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(c // h))
-        probs = scores.masked_fill(hidden_mask[:t, :t], float("-inf")).softmax(-1)
-        y = (probs @ v).transpose(1, 2).reshape(b, t, c)
+        if self.fused_attention:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, D)
+        else:
+            scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(c // h))
+            probs = scores.masked_fill(hidden_mask[:t, :t], float("-inf")).softmax(-1)
+            y = probs @ v
+        y = y.transpose(1, 2).reshape(b, t, c)
         x = x + self.attn_proj(y)
         return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
 
@@ -37,7 +44,7 @@ class Block(nn.Module):
 class GPT(nn.Module):
     """config: the keys of GPTConfig::to_json() (models/gpt/gpt_config.h)."""
 
-    def __init__(self, config):
+    def __init__(self, config, fused_attention=False):
         super().__init__()
         d = config["d_model"]
         hidden = config.get("mlp_hidden") or 4 * d
@@ -46,7 +53,8 @@ class GPT(nn.Module):
         self.wte = nn.Embedding(config["vocab_size"], d)
         self.wpe = nn.Embedding(config["context_length"], d)
         self.h = nn.ModuleList(
-            Block(d, config["n_heads"], hidden, eps, bias) for _ in range(config["n_layers"]))
+            Block(d, config["n_heads"], hidden, eps, bias, fused_attention)
+            for _ in range(config["n_layers"]))
         self.ln_f = nn.LayerNorm(d, eps=eps)
         self.tied = config.get("tie_embeddings", True)
         if not self.tied:
@@ -64,7 +72,7 @@ class GPT(nn.Module):
     def loss(self, ids, targets):
         """ids, targets (B, T) int64 -> mean next-token cross-entropy."""
         t = ids.shape[1]
-        x = self.wte(ids) + self.wpe(torch.arange(t))
+        x = self.wte(ids) + self.wpe(torch.arange(t, device=ids.device))
         for block in self.h:
             x = block(x, self.hidden_mask)
         x = self.ln_f(x)

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch (eager, CPU) peer for `bench kernels` and `bench train`: the same work, same shapes.
+"""PyTorch (eager) peer for `bench kernels`, `bench train` and `bench cuda`: same work, same shapes.
 
 --spec FILE (bench kernels): a JSON list of cases ({"id", "op", "dims"}); each op is timed with the
 same protocol as the C++ side (warm-up, then the median of repetitions).
@@ -7,8 +7,10 @@ same protocol as the C++ side (warm-up, then the median of repetitions).
 "warmup", "steps", "lr", "weight_decay"}; per shape a fresh GPT (torch_gpt.py) and AdamW, warm-up
 steps, then the median of `steps` timed steps (forward, backward, AdamW step), and the process's
 peak RSS during that shape.
-Prints one JSON object on stdout: {"torch_version", "threads", "blas", "results": [{"id",
-"seconds"[, "peak_rss_bytes"]}]} or {"error": "..."}.
+--cuda-spec FILE --device N (bench cuda): one section of GPU cases (GEMMs, flash attention, the GPT
+training step) on cuda:N; see torch_cuda_peer.py.
+Prints one JSON object on stdout: {"torch_version", "threads", "blas"[, "device"], "results":
+[{"id", "seconds"[, "peak_rss_bytes" | "peak_device_bytes"]}]} or {"error": "..."}.
 Run it with Debian's /usr/bin/python3 (the one that sees python3-torch) and with
 OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset so OpenBLAS picks its best kernels for this CPU.
 """
@@ -183,6 +185,8 @@ def main():
     modes = parser.add_mutually_exclusive_group(required=True)
     modes.add_argument("--spec", help="JSON file: list of {id, op, dims} (bench kernels)")
     modes.add_argument("--train-spec", help="JSON file: GPT config and shapes (bench train)")
+    modes.add_argument("--cuda-spec", help="JSON file: one section of GPU cases (bench cuda)")
+    parser.add_argument("--device", type=int, default=0, help="CUDA device index (--cuda-spec)")
     parser.add_argument("--threads", type=int, required=True)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--min-seconds", type=float, default=0.4)
@@ -197,6 +201,16 @@ def main():
         return 0
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
+    if args.cuda_spec:
+        from torch_cuda_peer import run_cuda_spec
+
+        with open(args.cuda_spec) as f:
+            answer = run_cuda_spec(torch, json.load(f), args.device)
+        if "error" not in answer:
+            answer.update({"torch_version": torch.__version__, "threads": torch.get_num_threads(),
+                           "blas": "cuBLAS"})
+        print(json.dumps(answer))
+        return 0
     if args.train_spec:
         with open(args.train_spec) as f:
             results = time_train_steps(torch, json.load(f))

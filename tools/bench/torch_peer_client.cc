@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -71,12 +72,15 @@ PeerResult parse_peer_output(const std::string& text) {
   }
   r.torch_version = j.value("torch_version", "?");
   r.blas = j.value("blas", "?");
+  r.device = j.value("device", "");
   r.threads = j.value("threads", 0);
   for (const auto& item : j["results"]) {
     if (!item.contains("id") || !item.contains("seconds")) continue;
     const int id = item["id"].get<int>();
     r.seconds[id] = item["seconds"].get<double>();
     if (item.contains("peak_rss_bytes")) r.peak_rss_bytes[id] = item["peak_rss_bytes"].get<int64_t>();
+    if (item.contains("peak_device_bytes"))
+      r.peak_device_bytes[id] = item["peak_device_bytes"].get<int64_t>();
   }
   r.available = true;
   return r;
@@ -84,12 +88,29 @@ PeerResult parse_peer_output(const std::string& text) {
 
 namespace {
 
+// `python` itself when it names a path; else the first executable of that name on PATH ("" when
+// none), as a shell would find it.
+std::string resolve_program(const std::string& python) {
+  if (python.find('/') != std::string::npos) return python;
+  const std::string path = env_or_empty("PATH");
+  size_t start = 0;
+  while (start <= path.size()) {
+    const size_t colon = std::min(path.find(':', start), path.size());
+    const fs::path dir = path.substr(start, colon - start);
+    const fs::path candidate = (dir.empty() ? fs::path(".") : dir) / python;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
+    start = colon + 1;
+  }
+  return "";
+}
+
 // Writes spec_json to a temporary file and runs `python script <spec_flag> FILE --threads N
 // <extra>`; the answer's JSON is parsed, failures become a reason.
 PeerResult run_peer(const char* spec_flag, const std::string& spec_json, const std::string& extra,
                     const PeerOptions& opts) {
   PeerResult r;
-  if (!fs::exists(opts.python)) {
+  const std::string python = resolve_program(opts.python);
+  if (python.empty() || !fs::exists(python)) {
     r.reason = opts.python + " not found";
     return r;
   }
@@ -106,13 +127,13 @@ PeerResult run_peer(const char* spec_flag, const std::string& spec_json, const s
   // unset them so the peer runs what a user's PyTorch would.
   const std::string threads = std::to_string(opts.threads);
   const std::string cmd = "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=" +
-                          threads + " " + shell_quote(opts.python) + " " +
+                          threads + " " + shell_quote(python) + " " +
                           shell_quote(opts.script) + " " + spec_flag + " " +
                           shell_quote(spec.path()) + " --threads " + threads + extra;
   std::fflush(stdout);
   FILE* pipe = ::popen(cmd.c_str(), "r");
   if (!pipe) {
-    r.reason = "could not start " + opts.python;
+    r.reason = "could not start " + python;
     return r;
   }
   std::string out;
@@ -141,6 +162,10 @@ PeerResult run_torch_peer(const std::vector<BenchCase>& cases, const PeerOptions
 
 PeerResult run_torch_train_peer(const std::string& spec_json, const PeerOptions& opts) {
   return run_peer("--train-spec", spec_json, "", opts);
+}
+
+PeerResult run_torch_cuda_peer(const std::string& spec_json, int device, const PeerOptions& opts) {
+  return run_peer("--cuda-spec", spec_json, " --device " + std::to_string(device), opts);
 }
 
 std::string find_peer_script(const std::string& argv0) {

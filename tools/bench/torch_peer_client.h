@@ -1,6 +1,6 @@
-// Runs tools/bench/torch_peer.py (PyTorch eager on the CPU) on the same cases (bench kernels) or
-// training steps (bench train) and reads its JSON answer, so Tessera and PyTorch are measured in
-// the same run on the same machine state.
+// Runs tools/bench/torch_peer.py (PyTorch eager) on the same cases (bench kernels), training steps
+// (bench train) or GPU cases (bench cuda) and reads its JSON answer, so Tessera and PyTorch are
+// measured in the same run on the same machine state.
 #pragma once
 
 #include <map>
@@ -13,7 +13,8 @@
 namespace tessera::bench {
 
 struct PeerOptions {
-  std::string python = "/usr/bin/python3";  // Debian's interpreter, the one that sees python3-torch
+  // Debian's interpreter, the one that sees python3-torch; a name without '/' is looked up on PATH.
+  std::string python = "/usr/bin/python3";
   std::string script;                       // torch_peer.py; find_peer_script() when empty
   int threads = 1;
   TimingOptions timing;
@@ -23,9 +24,11 @@ struct PeerResult {
   bool available = false;
   std::string reason;  // why not, when !available
   std::string torch_version, blas;
+  std::string device;  // the GPU's name (cuda mode only)
   int threads = 0;
   std::map<int, double> seconds;          // case id -> median seconds
   std::map<int, int64_t> peak_rss_bytes;  // case id -> the peer's peak RSS (train mode only)
+  std::map<int, int64_t> peak_device_bytes;  // case id -> torch.cuda.max_memory_allocated (cuda)
 };
 
 // Never throws: a missing interpreter, script or torch gives available == false and a reason.
@@ -34,6 +37,10 @@ PeerResult run_torch_peer(const std::vector<BenchCase>& cases, const PeerOptions
 // The training-step mode (`torch_peer.py --train-spec`): spec_json is the object that script
 // documents ({"config", "shapes", "warmup", "steps", ...}); opts.timing is unused. Never throws.
 PeerResult run_torch_train_peer(const std::string& spec_json, const PeerOptions& opts);
+
+// The GPU mode (`torch_peer.py --cuda-spec FILE --device N`, see torch_cuda_peer.py): spec_json is
+// cuda_spec_json()'s object for one section. opts.timing is unused. Never throws.
+PeerResult run_torch_cuda_peer(const std::string& spec_json, int device, const PeerOptions& opts);
 
 // Parses the script's stdout (one JSON object; {"error": ...} when torch is missing).
 PeerResult parse_peer_output(const std::string& text);

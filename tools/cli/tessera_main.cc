@@ -21,9 +21,10 @@ constexpr const char* kUsage =
     "token file\n"
     "  generate --checkpoint DIR --prompt TEXT     continue a prompt with a GPT checkpoint\n"
     "  data prepare --input a.txt --output a.tok   text files -> token files\n"
-    "  bench kernels|train|comm ...                benchmarks: kernels and the GPT-2 training step\n"
+    "  bench kernels|train|comm|cuda ...           benchmarks: kernels and the GPT-2 training step\n"
     "                                              beside PyTorch; comm (mpirun -np N) collectives\n"
-    "                                              and data-parallel scaling (bench --help)\n";
+    "                                              and data-parallel scaling; cuda: GEMM, attention\n"
+    "                                              and the GPT-2 step on a GPU (bench --help)\n";
 
 // The benchmark binary: bazel-bin/tools/bench/bench next to bazel-bin/tools/cli/tessera, or in
 // this binary's runfiles.

@@ -12,8 +12,8 @@ run 30 "$tessera" --help
 expect_ok "tessera --help lists bench" "bench kernels|train|comm"
 
 run 30 "$tessera" bench --help
-expect_ok "bench --help" "usage: bench [kernels | train | comm]"
-for sub in kernels train comm; do
+expect_ok "bench --help" "usage: bench [kernels | train | comm | cuda]"
+for sub in kernels train comm cuda; do
   grep -qE "^  $sub " "$LOG" && echo "ok: bench --help lists $sub" || fail "bench --help lacks $sub"
 done
 
@@ -28,6 +28,6 @@ expect_ok "mpirun -np 2 tessera bench comm" "## Data-parallel gpt-tiny training 
   echo "ok: 10 collective rows" || fail "expected 10 collective rows (5 collectives x 1 KB, 4 KB)"
 
 run 30 "$tessera" bench frobnicate
-expect_error "unknown bench subcommand" "expected the subcommand kernels, train or comm"
+expect_error "unknown bench subcommand" "expected the subcommand kernels, train, comm or cuda"
 
 finish
