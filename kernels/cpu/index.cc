@@ -9,6 +9,7 @@
 
 #include "core/parallel.h"
 #include "core/strided_loop.h"
+#include "kernels/arg_checks.h"
 
 namespace tessera::kernels::cpu {
 namespace {
@@ -39,19 +40,7 @@ IndexWalk make_walk(const Tensor& dense, const Tensor& index, const Tensor& inde
 // `dense` is out for gather (shape == index's) and src for scatter_add (index.size(d) <= src's).
 void check_args(const char* op, const Tensor& dense, const Tensor& index, const Tensor& indexed,
                 int64_t dim, bool dense_equal) {
-  TS_CHECK(index.dtype() == DType::i64, op, "expected index i64, got ", index.describe());
-  TS_CHECK(dense.dtype() == indexed.dtype(), op, "expected equal dtypes, got ", dense.describe(),
-           " and ", indexed.describe());
-  TS_CHECK(index.dim() == indexed.dim() && index.dim() == dense.dim(), op,
-           "expected index, src/out and x of equal rank, got index ", index.describe(), ", ",
-           dense.describe(), " and ", indexed.describe());
-  for (int64_t d = 0; d < index.dim(); ++d) {
-    bool ok = dense_equal ? index.size(d) == dense.size(d) : index.size(d) <= dense.size(d);
-    if (d != dim) ok = ok && index.size(d) <= indexed.size(d);
-    TS_CHECK(ok, op, "expected index shape compatible along dim ", d, ", got index ",
-             shape_str(index.shape()), " with ", shape_str(dense.shape()), " and ",
-             shape_str(indexed.shape()), " (dim ", dim, ")");
-  }
+  check_index_args(op, dense, index, indexed, dim, dense_equal);
   if (index.numel() == 0) return;
   const int64_t bound = index.dim() == 0 ? 1 : indexed.size(dim);
   StridedLoop<1> loop(index.shape(), {index.strides()});

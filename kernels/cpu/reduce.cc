@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/arg_checks.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/reduce_arg.h"
 #include "kernels/cpu/reduce_engine.h"
@@ -34,21 +35,26 @@ void store(const ReduceGeometry& geo, const Tensor& out, F value) {
 
 struct Identity {
   template <typename Acc>
-  Acc operator()(Acc v, int64_t) const { return v; }
+  Acc operator()(Acc v, int64_t) const {
+    return v;
+  }
 };
 
 // Sum of integers or bools, in i64, written as out's integer dtype.
 template <typename T>
 void int_sum(const ReduceGeometry& geo, const Tensor& x, const Tensor& out) {
   std::vector<int64_t> res(size_t(geo.m));
-  detail::reduce_fold<SumOp<int64_t>, int64_t>(geo, static_cast<const T*>(x.data_ptr()), Identity{}, res.data());
-  if (out.dtype() == DType::i64) return store<int64_t>(geo, out, [&](int64_t m) { return res[size_t(m)]; });
+  detail::reduce_fold<SumOp<int64_t>, int64_t>(geo, static_cast<const T*>(x.data_ptr()), Identity{},
+                                               res.data());
+  if (out.dtype() == DType::i64)
+    return store<int64_t>(geo, out, [&](int64_t m) { return res[size_t(m)]; });
   store<int32_t>(geo, out, [&](int64_t m) { return int32_t(res[size_t(m)]); });
 }
 
 // sum, mean, max, min, var, norm on a floating or (sum, max, min) integer x; geo.r >= 1.
 template <typename T>
-void fold_reduce(ReduceOp op, const ReduceGeometry& geo, const Tensor& x, const Tensor& out, double param) {
+void fold_reduce(ReduceOp op, const ReduceGeometry& geo, const Tensor& x, const Tensor& out,
+                 double param) {
   using Acc = std::conditional_t<is_float_v<T>, float, int64_t>;
   const T* px = static_cast<const T*>(x.data_ptr());
   std::vector<Acc> res(size_t(geo.m));
@@ -64,7 +70,8 @@ void fold_reduce(ReduceOp op, const ReduceGeometry& geo, const Tensor& x, const 
     case ReduceOp::min:
       detail::reduce_fold<MinOp<Acc>, Acc>(geo, px, Identity{}, r);
       return write([&](int64_t m) { return r[m]; });
-    default: break;
+    default:
+      break;
   }
   if constexpr (is_float_v<T>) {
     const float n = float(geo.r);
@@ -73,7 +80,8 @@ void fold_reduce(ReduceOp op, const ReduceGeometry& geo, const Tensor& x, const 
         detail::reduce_fold<SumOp<float>, float>(geo, px, Identity{}, r);
         return write([&](int64_t m) { return r[m] / n; });
       case ReduceOp::var: {
-        // Two passes (mean, then squared deviations) for accuracy; PyTorch's max(0, N - correction).
+        // Two passes (mean, then squared deviations) for accuracy; PyTorch's max(0, N -
+        // correction).
         detail::reduce_fold<SumOp<float>, float>(geo, px, Identity{}, r);
         std::vector<float> mean(res.size());
         for (size_t m = 0; m < mean.size(); ++m) mean[m] = r[m] / n;
@@ -85,15 +93,18 @@ void fold_reduce(ReduceOp op, const ReduceGeometry& geo, const Tensor& x, const 
       }
       case ReduceOp::norm: {
         if (std::isinf(param)) {
-          detail::reduce_fold<MaxOp<float>, float>(geo, px, [](float v, int64_t) { return math::abs(v); }, r);
+          detail::reduce_fold<MaxOp<float>, float>(
+              geo, px, [](float v, int64_t) { return math::abs(v); }, r);
           return write([&](int64_t m) { return r[m]; });
         }
         if (param == 1.0) {
-          detail::reduce_fold<SumOp<float>, float>(geo, px, [](float v, int64_t) { return math::abs(v); }, r);
+          detail::reduce_fold<SumOp<float>, float>(
+              geo, px, [](float v, int64_t) { return math::abs(v); }, r);
           return write([&](int64_t m) { return r[m]; });
         }
         if (param == 2.0) {
-          detail::reduce_fold<SumOp<float>, float>(geo, px, [](float v, int64_t) { return v * v; }, r);
+          detail::reduce_fold<SumOp<float>, float>(
+              geo, px, [](float v, int64_t) { return v * v; }, r);
           return write([&](int64_t m) { return std::sqrt(r[m]); });
         }
         const float p = float(param), inv_p = float(1.0 / param);
@@ -101,20 +112,26 @@ void fold_reduce(ReduceOp op, const ReduceGeometry& geo, const Tensor& x, const 
             geo, px, [p](float v, int64_t) { return ::powf(math::abs(v), p); }, r);
         return write([&](int64_t m) { return ::powf(r[m], inv_p); });
       }
-      default: break;
+      default:
+        break;
     }
   }
-  TS_FAIL(reduce_op_name(op), "expected a floating dtype (f32, f16, bf16), got ", dtype_name(x.dtype()),
-          " (the op layer promotes integers to f32 first)");
+  TS_FAIL(reduce_op_name(op), "expected a floating dtype (f32, f16, bf16), got ",
+          dtype_name(x.dtype()), " (the op layer promotes integers to f32 first)");
 }
 
-// A reduction over zero elements: PyTorch's values (sum 0, mean/var NaN, norm 0); max-like ops throw.
+// A reduction over zero elements: PyTorch's values (sum 0, mean/var NaN, norm 0); max-like ops
+// throw.
 void reduce_empty(ReduceOp op, const char* name, const Tensor& x, const Tensor& out, double param) {
   switch (op) {
     case ReduceOp::sum:
-    case ReduceOp::norm: out.fill_(0.0); return;
+    case ReduceOp::norm:
+      out.fill_(0.0);
+      return;
     case ReduceOp::mean:
-    case ReduceOp::var: out.fill_(std::numeric_limits<double>::quiet_NaN()); return;
+    case ReduceOp::var:
+      out.fill_(std::numeric_limits<double>::quiet_NaN());
+      return;
     default:
       TS_FAIL(name, "expected a non-empty reduction (it has no identity), got ", x.describe());
   }
@@ -124,51 +141,35 @@ void check_reduce(ReduceOp op, const char* name, const Tensor& x, const std::vec
                   const Tensor& out, double param) {
   TS_CHECK(x.device().is_cpu() && out.device().is_cpu(), name, "expected cpu tensors, got ",
            x.describe(), " and ", out.describe());
-  TS_CHECK(!dims.empty(), name, "expected at least one dim to reduce, got none for ", x.describe());
-  for (size_t i = 0; i < dims.size(); ++i) {
-    TS_CHECK(dims[i] >= 0 && dims[i] < x.dim() && (i == 0 || dims[i] > dims[i - 1]), name,
-             "expected sorted unique dims in [0, ", x.dim(), "), got dim ", dims[i], " for ", x.describe());
-  }
-  Shape want = x.shape();
-  for (int64_t d : dims) want[size_t(d)] = 1;
-  TS_CHECK(out.shape() == want, name, "expected an output of shape ", shape_str(want), " (keepdim), got ",
-           out.describe());
-  const bool is_arg = op == ReduceOp::argmax || op == ReduceOp::argmin;
-  if (is_arg) {
-    TS_CHECK(dims.size() == 1, name, "expected exactly one dim, got ", dims.size(), " for ", x.describe());
-    TS_CHECK(out.dtype() == DType::i64, name, "expected an i64 output, got ", out.describe());
-  } else if (op == ReduceOp::sum && !is_floating(x.dtype())) {
-    TS_CHECK(out.dtype() == DType::i64 || (out.dtype() == x.dtype() && x.dtype() != DType::b8), name,
-             "expected an i64 output (or ", dtype_name(x.dtype()), ") for an integer sum, got ", out.describe());
-  } else {
-    TS_CHECK(out.dtype() == x.dtype(), name, "expected an output of dtype ", dtype_name(x.dtype()),
-             ", got ", out.describe());
-  }
-  if (x.dtype() == DType::b8) {
-    TS_CHECK(op == ReduceOp::sum, name, "expected a numeric dtype (f32, f16, bf16, i32, i64), got b8");
-  }
-  if (op == ReduceOp::norm) {
-    TS_CHECK(param > 0.0, name, "expected p > 0 (inf allowed), got p = ", param);
-  }
+  check_reduce_args(op, name, x, dims, out, param);
 }
 
 }  // namespace
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::mean: return "mean";
-    case ReduceOp::max: return "max";
-    case ReduceOp::min: return "min";
-    case ReduceOp::argmax: return "argmax";
-    case ReduceOp::argmin: return "argmin";
-    case ReduceOp::var: return "var";
-    case ReduceOp::norm: return "norm";
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::mean:
+      return "mean";
+    case ReduceOp::max:
+      return "max";
+    case ReduceOp::min:
+      return "min";
+    case ReduceOp::argmax:
+      return "argmax";
+    case ReduceOp::argmin:
+      return "argmin";
+    case ReduceOp::var:
+      return "var";
+    case ReduceOp::norm:
+      return "norm";
   }
   return "reduce";
 }
 
-void reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, const Tensor& out, double param) {
+void reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, const Tensor& out,
+            double param) {
   const char* name = reduce_op_name(op);
   check_reduce(op, name, x, dims, out, param);
   Shape red_shape;
@@ -184,7 +185,8 @@ void reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, cons
     if constexpr (is_float_v<T> || is_int_v<T>) {
       if (op == ReduceOp::argmax || op == ReduceOp::argmin) {
         std::vector<int64_t> res(size_t(geo.m));
-        detail::arg_reduce<T>(op == ReduceOp::argmax, geo, static_cast<const T*>(x.data_ptr()), res.data());
+        detail::arg_reduce<T>(op == ReduceOp::argmax, geo, static_cast<const T*>(x.data_ptr()),
+                              res.data());
         return store<int64_t>(geo, out, [&](int64_t m) { return res[size_t(m)]; });
       }
     }
@@ -194,7 +196,8 @@ void reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, cons
     if constexpr (is_float_v<T> || is_int_v<T>) {
       return fold_reduce<T>(op, geo, x, out, param);
     } else {
-      TS_FAIL(name, "expected a numeric dtype (f32, f16, bf16, i32, i64), got ", dtype_name(x.dtype()));
+      TS_FAIL(name, "expected a numeric dtype (f32, f16, bf16, i32, i64), got ",
+              dtype_name(x.dtype()));
     }
   });
 }

@@ -3,6 +3,7 @@
 // take the strided path. Same math and rounding as the CPU kernels (kernels/math.h, core/half.h).
 #include <type_traits>
 
+#include "kernels/arg_checks.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/elementwise_common.cuh"
 #include "kernels/cuda/map.cuh"
@@ -10,25 +11,6 @@
 
 namespace tessera::kernels::cuda {
 namespace {
-
-bool is_comparison_or_logic(BinaryOp op) {
-  switch (op) {
-    case BinaryOp::eq:
-    case BinaryOp::ne:
-    case BinaryOp::lt:
-    case BinaryOp::le:
-    case BinaryOp::gt:
-    case BinaryOp::ge:
-    case BinaryOp::logical_and:
-    case BinaryOp::logical_or: return true;
-    default: return false;
-  }
-}
-
-bool is_numeric_op(BinaryOp op) {
-  return op == BinaryOp::add || op == BinaryOp::sub || op == BinaryOp::mul ||
-         op == BinaryOp::maximum || op == BinaryOp::minimum;
-}
 
 // The type comparisons run in: f32 for the 16-bit floats, the type itself otherwise.
 template <typename T>
@@ -41,15 +23,24 @@ struct Compare {
     using C = compare_t<T>;
     const C x = C(a), y = C(b);
     switch (op) {
-      case BinaryOp::eq: return x == y;
-      case BinaryOp::ne: return x != y;
-      case BinaryOp::lt: return x < y;
-      case BinaryOp::le: return x <= y;
-      case BinaryOp::gt: return x > y;
-      case BinaryOp::ge: return x >= y;
-      case BinaryOp::logical_and: return x != C(0) && y != C(0);
-      case BinaryOp::logical_or: return x != C(0) || y != C(0);
-      default: return false;  // validated on the host
+      case BinaryOp::eq:
+        return x == y;
+      case BinaryOp::ne:
+        return x != y;
+      case BinaryOp::lt:
+        return x < y;
+      case BinaryOp::le:
+        return x <= y;
+      case BinaryOp::gt:
+        return x > y;
+      case BinaryOp::ge:
+        return x >= y;
+      case BinaryOp::logical_and:
+        return x != C(0) && y != C(0);
+      case BinaryOp::logical_or:
+        return x != C(0) || y != C(0);
+      default:
+        return false;  // validated on the host
     }
   }
 };
@@ -62,21 +53,49 @@ struct BinaryFloat {
     const float x = float(a), y = float(b);
     float r;
     switch (op) {
-      case BinaryOp::add: r = x + y; break;
-      case BinaryOp::sub: r = x - y; break;
-      case BinaryOp::mul: r = x * y; break;
-      case BinaryOp::div: r = x / y; break;
-      case BinaryOp::pow: r = ::powf(x, y); break;
-      case BinaryOp::maximum: r = (x > y) || (x != x) ? x : y; break;
-      case BinaryOp::minimum: r = (x < y) || (x != x) ? x : y; break;
+      case BinaryOp::add:
+        r = x + y;
+        break;
+      case BinaryOp::sub:
+        r = x - y;
+        break;
+      case BinaryOp::mul:
+        r = x * y;
+        break;
+      case BinaryOp::div:
+        r = x / y;
+        break;
+      case BinaryOp::pow:
+        r = ::powf(x, y);
+        break;
+      case BinaryOp::maximum:
+        r = (x > y) || (x != x) ? x : y;
+        break;
+      case BinaryOp::minimum:
+        r = (x < y) || (x != x) ? x : y;
+        break;
       // x > 0 passes the gradient; like PyTorch's threshold_backward, x == 0 gives 0.
-      case BinaryOp::relu_backward: r = x > 0.0f ? y : 0.0f; break;
-      case BinaryOp::gelu_tanh_backward: r = y * math::gelu_tanh_grad(x); break;
-      case BinaryOp::gelu_erf_backward: r = y * math::gelu_erf_grad(x); break;
-      case BinaryOp::silu_backward: r = y * math::silu_grad(x); break;
-      case BinaryOp::sigmoid_backward: r = y * (x * (1.0f - x)); break;  // x = sigmoid output
-      case BinaryOp::tanh_backward: r = y * (1.0f - x * x); break;       // x = tanh output
-      default: r = 0.0f; break;  // validated on the host
+      case BinaryOp::relu_backward:
+        r = x > 0.0f ? y : 0.0f;
+        break;
+      case BinaryOp::gelu_tanh_backward:
+        r = y * math::gelu_tanh_grad(x);
+        break;
+      case BinaryOp::gelu_erf_backward:
+        r = y * math::gelu_erf_grad(x);
+        break;
+      case BinaryOp::silu_backward:
+        r = y * math::silu_grad(x);
+        break;
+      case BinaryOp::sigmoid_backward:
+        r = y * (x * (1.0f - x));
+        break;  // x = sigmoid output
+      case BinaryOp::tanh_backward:
+        r = y * (1.0f - x * x);
+        break;  // x = tanh output
+      default:
+        r = 0.0f;
+        break;  // validated on the host
     }
     return T(r);
   }
@@ -87,12 +106,18 @@ struct BinaryInt {
   BinaryOp op;
   __device__ __forceinline__ T operator()(T x, T y) const {
     switch (op) {
-      case BinaryOp::add: return wrap_add(x, y);
-      case BinaryOp::sub: return wrap_sub(x, y);
-      case BinaryOp::mul: return wrap_mul(x, y);
-      case BinaryOp::maximum: return x > y ? x : y;
-      case BinaryOp::minimum: return x < y ? x : y;
-      default: return T(0);  // validated on the host
+      case BinaryOp::add:
+        return wrap_add(x, y);
+      case BinaryOp::sub:
+        return wrap_sub(x, y);
+      case BinaryOp::mul:
+        return wrap_mul(x, y);
+      case BinaryOp::maximum:
+        return x > y ? x : y;
+      case BinaryOp::minimum:
+        return x < y ? x : y;
+      default:
+        return T(0);  // validated on the host
     }
   }
 };
@@ -146,9 +171,9 @@ void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& o
            out.describe());
   if (out.numel() == 0) return;
   dispatch_dtype(out.dtype(), [&]<typename T>() {
-    Map3<T, bool, T, T, Select<T>> m{Select<T>{}, static_cast<T*>(out.data_ptr()),
-                                     static_cast<const bool*>(cond.data_ptr()),
-                                     static_cast<const T*>(a.data_ptr()), static_cast<const T*>(b.data_ptr())};
+    Map3<T, bool, T, T, Select<T>> m{
+        Select<T>{}, static_cast<T*>(out.data_ptr()), static_cast<const bool*>(cond.data_ptr()),
+        static_cast<const T*>(a.data_ptr()), static_cast<const T*>(b.data_ptr())};
     launch_map(m, {&out, &cond, &a, &b}, "where");
   });
 }

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "core/factory.h"
+#include "kernels/arg_checks.h"
 #include "kernels/cuda/index.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/map.cuh"
@@ -84,19 +85,7 @@ struct Convert {
 void check_args(const char* op, const Tensor& dense, const Tensor& index, const Tensor& indexed,
                 int64_t dim, bool dense_equal) {
   check_cuda_tensors(op, {&dense, &index, &indexed});
-  TS_CHECK(index.dtype() == DType::i64, op, "expected index i64, got ", index.describe());
-  TS_CHECK(dense.dtype() == indexed.dtype(), op, "expected equal dtypes, got ", dense.describe(),
-           " and ", indexed.describe());
-  TS_CHECK(index.dim() == indexed.dim() && index.dim() == dense.dim(), op,
-           "expected index, src/out and x of equal rank, got index ", index.describe(), ", ",
-           dense.describe(), " and ", indexed.describe());
-  for (int64_t d = 0; d < index.dim(); ++d) {
-    bool ok = dense_equal ? index.size(d) == dense.size(d) : index.size(d) <= dense.size(d);
-    if (d != dim) ok = ok && index.size(d) <= indexed.size(d);
-    TS_CHECK(ok, op, "expected index shape compatible along dim ", d, ", got index ",
-             shape_str(index.shape()), " with ", shape_str(dense.shape()), " and ",
-             shape_str(indexed.shape()), " (dim ", dim, ")");
-  }
+  check_index_args(op, dense, index, indexed, dim, dense_equal);
 }
 
 // Throws unless every index value lies in [0, w.bound); waits for the stream.
@@ -149,13 +138,15 @@ void scatter_add(const Tensor& src, int64_t dim, const Tensor& index, const Tens
       // Accumulate in f32 so that many additions into one element round once, not per add.
       Tensor acc = empty(out.shape(), {.dtype = DType::f32, .device = out.device()});
       float* pa = static_cast<float*>(acc.data_ptr());
-      launch_map(Map1<float, T, Convert<float>>{{}, pa, static_cast<const T*>(out.data_ptr())}, {&acc, &out}, op);
+      launch_map(Map1<float, T, Convert<float>>{{}, pa, static_cast<const T*>(out.data_ptr())},
+                 {&acc, &out}, op);
       const Walk w = make_walk(src, index, acc.strides(), size_d, d, op);
       check_values(op, index, w, d);
       scatter_add_kernel<T, float><<<grid_for(w.n), kThreads, 0, stream>>>(
           static_cast<const T*>(src.data_ptr()), ip, pa, w);
       TS_CUDA_LAUNCH_CHECK();
-      launch_map(Map1<T, float, Convert<T>>{{}, static_cast<T*>(out.data_ptr()), pa}, {&out, &acc}, op);
+      launch_map(Map1<T, float, Convert<T>>{{}, static_cast<T*>(out.data_ptr()), pa}, {&out, &acc},
+                 op);
     } else if constexpr (!std::is_same_v<T, bool>) {
       const Walk w = make_walk(src, index, out.strides(), size_d, d, op);
       check_values(op, index, w, d);

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/factory.h"
+#include "kernels/arg_checks.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/reduce_kernels.cuh"
 
@@ -16,14 +17,22 @@ using namespace reduce_detail;
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::mean: return "mean";
-    case ReduceOp::max: return "max";
-    case ReduceOp::min: return "min";
-    case ReduceOp::argmax: return "argmax";
-    case ReduceOp::argmin: return "argmin";
-    case ReduceOp::var: return "var";
-    case ReduceOp::norm: return "norm";
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::mean:
+      return "mean";
+    case ReduceOp::max:
+      return "max";
+    case ReduceOp::min:
+      return "min";
+    case ReduceOp::argmax:
+      return "argmax";
+    case ReduceOp::argmin:
+      return "argmin";
+    case ReduceOp::var:
+      return "var";
+    case ReduceOp::norm:
+      return "norm";
   }
   return "reduce";
 }
@@ -53,8 +62,8 @@ Geometry make_geometry(const Tensor& x, const std::vector<int64_t>& dims, const 
 
 // Runs one fold over the geometry, writing Out values through out_ptr at outer's out offsets.
 template <typename T, typename Out, typename R>
-void run(const Geometry& g, const Tensor& x, Out* out_ptr, R red, Transform transform, Finish finish,
-         const char* name) {
+void run(const Geometry& g, const Tensor& x, Out* out_ptr, R red, Transform transform,
+         Finish finish, const char* name) {
   Params<T, Out, R> p{};
   p.x = static_cast<const T*>(x.data_ptr());
   p.out = out_ptr;
@@ -86,7 +95,8 @@ void run(const Geometry& g, const Tensor& x, Out* out_ptr, R red, Transform tran
   }
   int64_t splits = 1;
   if (blocks < target_blocks && min_split != INT64_MAX) {
-    splits = std::clamp<int64_t>(std::min(ceil_div(target_blocks, blocks), g.r / min_split), 1, 65535);
+    splits =
+        std::clamp<int64_t>(std::min(ceil_div(target_blocks, blocks), g.r / min_split), 1, 65535);
   }
   p.splits = int(splits);
   Tensor partial;
@@ -119,10 +129,14 @@ void float_reduce(ReduceOp op, const Geometry& g, const Tensor& x, const std::ve
   const Sum<float> sum;
   const float n = float(g.r);
   switch (op) {
-    case ReduceOp::sum: return run<T>(g, x, po, sum, {}, {}, name);
-    case ReduceOp::mean: return run<T>(g, x, po, sum, {}, {FinishKind::div, n}, name);
-    case ReduceOp::max: return run<T>(g, x, po, Extreme<float>{true}, {}, {}, name);
-    case ReduceOp::min: return run<T>(g, x, po, Extreme<float>{false}, {}, {}, name);
+    case ReduceOp::sum:
+      return run<T>(g, x, po, sum, {}, {}, name);
+    case ReduceOp::mean:
+      return run<T>(g, x, po, sum, {}, {FinishKind::div, n}, name);
+    case ReduceOp::max:
+      return run<T>(g, x, po, Extreme<float>{true}, {}, {}, name);
+    case ReduceOp::min:
+      return run<T>(g, x, po, Extreme<float>{false}, {}, {}, name);
     case ReduceOp::var: {
       // Pass 1: each output's mean into a contiguous f32 tensor of out's shape (flat order = m).
       Tensor mean = empty(out.shape(), {.dtype = DType::f32, .device = x.device()});
@@ -134,23 +148,31 @@ void float_reduce(ReduceOp op, const Geometry& g, const Tensor& x, const std::ve
       return run<T>(g, x, po, sum, dev, {FinishKind::div, denom}, name);
     }
     case ReduceOp::norm:
-      if (std::isinf(param)) return run<T>(g, x, po, Extreme<float>{true}, {TransformKind::abs}, {}, name);
+      if (std::isinf(param))
+        return run<T>(g, x, po, Extreme<float>{true}, {TransformKind::abs}, {}, name);
       if (param == 1.0) return run<T>(g, x, po, sum, {TransformKind::abs}, {}, name);
-      if (param == 2.0) return run<T>(g, x, po, sum, {TransformKind::square}, {FinishKind::sqrt}, name);
+      if (param == 2.0)
+        return run<T>(g, x, po, sum, {TransformKind::square}, {FinishKind::sqrt}, name);
       return run<T>(g, x, po, sum, {TransformKind::pow_abs, float(param)},
                     {FinishKind::pow, float(1.0 / param)}, name);
-    default: break;
+    default:
+      break;
   }
   TS_ASSERT(false);
 }
 
-// A reduction over zero elements: PyTorch's values (sum 0, mean/var NaN, norm 0); max-like ops throw.
+// A reduction over zero elements: PyTorch's values (sum 0, mean/var NaN, norm 0); max-like ops
+// throw.
 void reduce_empty(ReduceOp op, const char* name, const Tensor& x, const Tensor& out) {
   switch (op) {
     case ReduceOp::sum:
-    case ReduceOp::norm: out.fill_(0.0); return;
+    case ReduceOp::norm:
+      out.fill_(0.0);
+      return;
     case ReduceOp::mean:
-    case ReduceOp::var: out.fill_(std::numeric_limits<double>::quiet_NaN()); return;
+    case ReduceOp::var:
+      out.fill_(std::numeric_limits<double>::quiet_NaN());
+      return;
     default:
       TS_FAIL(name, "expected a non-empty reduction (it has no identity), got ", x.describe());
   }
@@ -159,37 +181,13 @@ void reduce_empty(ReduceOp op, const char* name, const Tensor& x, const Tensor& 
 void check_reduce(ReduceOp op, const char* name, const Tensor& x, const std::vector<int64_t>& dims,
                   const Tensor& out, double param) {
   check_cuda_tensors(name, {&x, &out});
-  TS_CHECK(!dims.empty(), name, "expected at least one dim to reduce, got none for ", x.describe());
-  for (size_t i = 0; i < dims.size(); ++i) {
-    TS_CHECK(dims[i] >= 0 && dims[i] < x.dim() && (i == 0 || dims[i] > dims[i - 1]), name,
-             "expected sorted unique dims in [0, ", x.dim(), "), got dim ", dims[i], " for ", x.describe());
-  }
-  Shape want = x.shape();
-  for (int64_t d : dims) want[size_t(d)] = 1;
-  TS_CHECK(out.shape() == want, name, "expected an output of shape ", shape_str(want), " (keepdim), got ",
-           out.describe());
-  const bool is_arg = op == ReduceOp::argmax || op == ReduceOp::argmin;
-  if (is_arg) {
-    TS_CHECK(dims.size() == 1, name, "expected exactly one dim, got ", dims.size(), " for ", x.describe());
-    TS_CHECK(out.dtype() == DType::i64, name, "expected an i64 output, got ", out.describe());
-  } else if (op == ReduceOp::sum && !is_floating(x.dtype())) {
-    TS_CHECK(out.dtype() == DType::i64 || (out.dtype() == x.dtype() && x.dtype() != DType::b8), name,
-             "expected an i64 output (or ", dtype_name(x.dtype()), ") for an integer sum, got ", out.describe());
-  } else {
-    TS_CHECK(out.dtype() == x.dtype(), name, "expected an output of dtype ", dtype_name(x.dtype()),
-             ", got ", out.describe());
-  }
-  if (x.dtype() == DType::b8) {
-    TS_CHECK(op == ReduceOp::sum, name, "expected a numeric dtype (f32, f16, bf16, i32, i64), got b8");
-  }
-  if (op == ReduceOp::norm) {
-    TS_CHECK(param > 0.0, name, "expected p > 0 (inf allowed), got p = ", param);
-  }
+  check_reduce_args(op, name, x, dims, out, param);
 }
 
 }  // namespace
 
-void reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, const Tensor& out, double param) {
+void reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, const Tensor& out,
+            double param) {
   const char* name = reduce_op_name(op);
   check_reduce(op, name, x, dims, out, param);
   const Geometry g = make_geometry(x, dims, out.shape(), out.strides());
@@ -200,18 +198,24 @@ void reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, cons
   const bool is_max = op == ReduceOp::argmax || op == ReduceOp::max;
   dispatch_dtype(x.dtype(), [&]<typename T>() {
     if constexpr (kIsFloat<T>) {
-      if (is_arg) return run<T>(g, x, static_cast<int64_t*>(out.data_ptr()), Arg<float>{is_max}, {}, {}, name);
+      if (is_arg)
+        return run<T>(g, x, static_cast<int64_t*>(out.data_ptr()), Arg<float>{is_max}, {}, {},
+                      name);
       return float_reduce<T>(op, g, x, dims, out, param, name);
     } else {
       // Integers and bools: sum (into i64 or the input's integer dtype), max, min, argmax, argmin.
       if constexpr (kIsInt<T>) {
-        if (is_arg) return run<T>(g, x, static_cast<int64_t*>(out.data_ptr()), Arg<int64_t>{is_max}, {}, {}, name);
+        if (is_arg)
+          return run<T>(g, x, static_cast<int64_t*>(out.data_ptr()), Arg<int64_t>{is_max}, {}, {},
+                        name);
         if (op == ReduceOp::max || op == ReduceOp::min) {
-          return run<T>(g, x, static_cast<T*>(out.data_ptr()), Extreme<int64_t>{is_max}, {}, {}, name);
+          return run<T>(g, x, static_cast<T*>(out.data_ptr()), Extreme<int64_t>{is_max}, {}, {},
+                        name);
         }
       }
       if (op == ReduceOp::sum) {
-        if (out.dtype() == DType::i64) return run<T>(g, x, static_cast<int64_t*>(out.data_ptr()), Sum<int64_t>{}, {}, {}, name);
+        if (out.dtype() == DType::i64)
+          return run<T>(g, x, static_cast<int64_t*>(out.data_ptr()), Sum<int64_t>{}, {}, {}, name);
         if constexpr (std::is_same_v<T, int32_t>) {
           return run<T>(g, x, static_cast<int32_t*>(out.data_ptr()), Sum<int64_t>{}, {}, {}, name);
         }
