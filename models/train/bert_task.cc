@@ -15,15 +15,6 @@ namespace tessera::train {
 
 namespace {
 
-constexpr uint64_t kTrainTextSeed = 0x7E55E1A;  // the GPT trainer's text
-constexpr uint64_t kValTextSeed = 0x7E55E1B;
-
-std::vector<int64_t> bytes_to_ids(const std::string& text) {
-  std::vector<int64_t> ids(text.size());
-  for (size_t i = 0; i < text.size(); ++i) ids[i] = int64_t(static_cast<unsigned char>(text[i]));
-  return ids;
-}
-
 class BertTask : public Task {
  public:
   explicit BertTask(const TaskContext& ctx) : config_(*ctx.config), device_(ctx.device) {
@@ -36,17 +27,9 @@ class BertTask : public Task {
                           .seed = c.train.seed,
                           .rank = ctx.data_rank,
                           .world_size = ctx.data_size};
-    LmSourceOptions val = train;
-    val.shuffle = false;
-    if (c.data.path.empty()) {
-      train_ = LmSource::from_tokens(
-          bytes_to_ids(generate_grammar_text(kTrainTextSeed, c.data.builtin_tokens)), 256, train);
-      val_ = LmSource::from_tokens(
-          bytes_to_ids(generate_grammar_text(kValTextSeed, c.data.builtin_val_tokens)), 256, val);
-    } else {
-      train_ = LmSource::from_file(c.data.path, train);
-      if (!c.data.val_path.empty()) val_ = LmSource::from_file(c.data.val_path, val);
-    }
+    LmSources sources = make_lm_sources(c.data, train);
+    train_ = std::move(sources.train);
+    val_ = std::move(sources.val);
     // [MASK] is the first id past the data's vocabulary.
     mask_.mask_id = train_->vocab_size();
     mask_.random_vocab = train_->vocab_size();
@@ -101,7 +84,7 @@ class BertTask : public Task {
       Tensor logits = model_->mlm_logits(model_->forward(m.input.to(device_)));  // (B, T, V)
       Tensor loss = cross_entropy(logits, m.labels.to(device_));
       Tensor pred = argmax(logits, -1).to(kCPU).contiguous();  // (B, T)
-      const Tensor labels = m.labels.contiguous();              // (B, T) on the CPU
+      const Tensor labels = m.labels.contiguous();             // (B, T) on the CPU
       const int64_t* p = pred.data<int64_t>();
       const int64_t* y = labels.data<int64_t>();
       double n = 0;

@@ -17,16 +17,6 @@ namespace tessera::train {
 
 namespace {
 
-// The built-in text's seeds: fixed, so every run (whatever train.seed) sees the same data.
-constexpr uint64_t kTrainTextSeed = 0x7E55E1A;
-constexpr uint64_t kValTextSeed = 0x7E55E1B;
-
-std::vector<int64_t> bytes_to_ids(const std::string& text) {
-  std::vector<int64_t> ids(text.size());
-  for (size_t i = 0; i < text.size(); ++i) ids[i] = int64_t(static_cast<unsigned char>(text[i]));
-  return ids;
-}
-
 class GptTask : public Task {
  public:
   explicit GptTask(const TaskContext& ctx) : config_(*ctx.config), device_(ctx.device) {
@@ -37,17 +27,9 @@ class GptTask : public Task {
                           .seed = c.train.seed,
                           .rank = ctx.data_rank,
                           .world_size = ctx.data_size};
-    LmSourceOptions val = train;
-    val.shuffle = false;
-    if (c.data.path.empty()) {
-      train_ = LmSource::from_tokens(
-          bytes_to_ids(generate_grammar_text(kTrainTextSeed, c.data.builtin_tokens)), 256, train);
-      val_ = LmSource::from_tokens(
-          bytes_to_ids(generate_grammar_text(kValTextSeed, c.data.builtin_val_tokens)), 256, val);
-    } else {
-      train_ = LmSource::from_file(c.data.path, train);
-      if (!c.data.val_path.empty()) val_ = LmSource::from_file(c.data.val_path, val);
-    }
+    LmSources sources = make_lm_sources(c.data, train);
+    train_ = std::move(sources.train);
+    val_ = std::move(sources.val);
     for (const LmSource* s : {train_.get(), val_.get()}) {
       TS_CHECK(!s || s->vocab_size() <= c.gpt.vocab_size, "train",
                "expected the data's vocabulary (", s ? s->vocab_size() : 0,

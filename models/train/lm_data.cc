@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/factory.h"
+#include "models/train/synthetic_data.h"
 
 namespace tessera::train {
 
@@ -76,6 +77,38 @@ void LmSource::set_position(const data::DataPosition& p) {
     file_->set_position(p);
   else
     sampler_->set_position(p);
+}
+
+namespace {
+
+// The built-in text's seeds: fixed, so every run (whatever train.seed) sees the same data.
+constexpr uint64_t kTrainTextSeed = 0x7E55E1A;
+constexpr uint64_t kValTextSeed = 0x7E55E1B;
+
+std::vector<int64_t> bytes_to_ids(const std::string& text) {
+  std::vector<int64_t> ids(text.size());
+  for (size_t i = 0; i < text.size(); ++i) ids[i] = int64_t(static_cast<unsigned char>(text[i]));
+  return ids;
+}
+
+}  // namespace
+
+LmSources make_lm_sources(const DataSection& data, const LmSourceOptions& train_options) {
+  LmSourceOptions val_options = train_options;
+  val_options.shuffle = false;
+  LmSources s;
+  if (data.path.empty()) {
+    s.train = LmSource::from_tokens(
+        bytes_to_ids(generate_grammar_text(kTrainTextSeed, data.builtin_tokens)), 256,
+        train_options);
+    s.val = LmSource::from_tokens(
+        bytes_to_ids(generate_grammar_text(kValTextSeed, data.builtin_val_tokens)), 256,
+        val_options);
+  } else {
+    s.train = LmSource::from_file(data.path, train_options);
+    if (!data.val_path.empty()) s.val = LmSource::from_file(data.val_path, val_options);
+  }
+  return s;
 }
 
 }  // namespace tessera::train

@@ -12,6 +12,7 @@
 #include "core/tensor.h"
 #include "models/data/sampler.h"
 #include "models/data/token_dataset.h"
+#include "models/train/train_config.h"
 
 namespace tessera::train {
 
@@ -55,5 +56,13 @@ class LmSource {
   std::vector<int64_t> tokens_;
   std::optional<data::Sampler> sampler_;  // for tokens_
 };
+
+// The windows a language-model task trains and evaluates on: data.path / data.val_path, or, when
+// no path is given, the built-in grammar text (separate seeds for the training and held-out text,
+// the same for GPT and BERT). val is null for a file without data.val_path. val never shuffles.
+struct LmSources {
+  std::unique_ptr<LmSource> train, val;
+};
+LmSources make_lm_sources(const DataSection& data, const LmSourceOptions& train_options);
 
 }  // namespace tessera::train
