@@ -1,7 +1,7 @@
 // CUDA attention backward, flash style, without atomics: a row pass computes D = rowsum(dO * O) and
-// the lse to subtract; then one kernel per (head, 32-key tile) loops over query tiles for dK and dV,
-// and one per (head, 32-query tile) loops over key tiles for dQ. Both recompute the probabilities
-// P = exp(scale * q.k - lse) tile by tile, so no (T, S) matrix exists.
+// the lse to subtract; then one kernel per (head, 32-key tile) loops over query tiles for dK and
+// dV, and one per (head, 32-query tile) loops over key tiles for dQ. Both recompute the
+// probabilities P = exp(scale * q.k - lse) tile by tile, so no (T, S) matrix exists.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -11,6 +11,7 @@
 #include "core/factory.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_common.h"
+#include "kernels/cuda/attention_mma_launch.h"
 #include "kernels/cuda/attention_tile.cuh"
 
 namespace tessera::kernels::cuda {
@@ -23,15 +24,18 @@ using namespace attention_detail;
 // dense (B, H, T) f32.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    row_stats_kernel(Problem p, Operand out, Operand grad_out, RowOperand lse, float* delta, float* lse_use) {
+    row_stats_kernel(Problem p, Operand out, Operand grad_out, RowOperand lse, float* delta,
+                     float* lse_use) {
   const int64_t row = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (row >= p.B * p.H * p.T) return;  // whole warps leave together
   const int64_t t = row % p.T, bh = row / p.T, b = bh / p.H, h = bh % p.H;
   const T* o = static_cast<const T*>(out.data) + b * out.sb + h * out.sh + t * out.sl;
-  const T* go = static_cast<const T*>(grad_out.data) + b * grad_out.sb + h * grad_out.sh + t * grad_out.sl;
+  const T* go =
+      static_cast<const T*>(grad_out.data) + b * grad_out.sb + h * grad_out.sh + t * grad_out.sl;
   float acc = 0.0f;
-  for (int c = lane; c < p.D; c += 32) acc += float(o[int64_t(c) * out.sd]) * float(go[int64_t(c) * grad_out.sd]);
+  for (int c = lane; c < p.D; c += 32)
+    acc += float(o[int64_t(c) * out.sd]) * float(go[int64_t(c) * grad_out.sd]);
   acc = warp_sum(acc);
   if (lane == 0) {
     const float l = static_cast<const float*>(lse.data)[b * lse.sb + h * lse.sh + t * lse.st];
@@ -42,8 +46,9 @@ __global__ void __launch_bounds__(kThreads)
 
 // Per-query statistics of rows [t0, t0 + n) of head bh into shared memory; rows past n get lse
 // +inf (probability 0) and delta 0.
-__device__ __forceinline__ void load_stats(const Problem& p, int64_t bh, int64_t t0, int n, const float* delta,
-                                           const float* lse_use, float* delta_s, float* lse_s) {
+__device__ __forceinline__ void load_stats(const Problem& p, int64_t bh, int64_t t0, int n,
+                                           const float* delta, const float* lse_use, float* delta_s,
+                                           float* lse_s) {
   for (int i = threadIdx.x; i < kBlockQ; i += kThreads) {
     delta_s[i] = i < n ? delta[bh * p.T + t0 + i] : 0.0f;
     lse_s[i] = i < n ? lse_use[bh * p.T + t0 + i] : INFINITY;
@@ -53,7 +58,8 @@ __device__ __forceinline__ void load_stats(const Problem& p, int64_t bh, int64_t
 template <int D>
 constexpr size_t backward_shared_floats() {
   // q, dO, k, v tiles; two (32, 32) tiles; per-query delta and lse.
-  return size_t(2 * kBlockQ + 2 * kBlockK) * kLd<D> + 2 * size_t(kBlockQ) * (kBlockQ + 1) + 2 * kBlockQ;
+  return size_t(2 * kBlockQ + 2 * kBlockK) * kLd<D> + 2 * size_t(kBlockQ) * (kBlockQ + 1) +
+         2 * kBlockQ;
 }
 
 // dK and dV of keys [s0, s0 + 32) of one head, against every query that may see them. Tiles are
@@ -149,11 +155,11 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kRowGroups = kThreads / D;
   constexpr int kRowsPerThread = kBlockQ / kRowGroups;
   extern __shared__ float smem[];
-  float* qs = smem;                      // (kBlockQ, D)
-  float* dos = qs + kBlockQ * kLd<D>;    // (kBlockQ, D)
-  float* ks = dos + kBlockQ * kLd<D>;    // (kBlockK, D)
-  float* vs = ks + kBlockK * kLd<D>;     // (kBlockK, D)
-  float* ds = vs + kBlockK * kLd<D>;     // (kBlockQ, kBlockK) dS
+  float* qs = smem;                          // (kBlockQ, D)
+  float* dos = qs + kBlockQ * kLd<D>;        // (kBlockQ, D)
+  float* ks = dos + kBlockQ * kLd<D>;        // (kBlockK, D)
+  float* vs = ks + kBlockK * kLd<D>;         // (kBlockK, D)
+  float* ds = vs + kBlockK * kLd<D>;         // (kBlockQ, kBlockK) dS
   float* delta_s = ds + 2 * kBlockQ * kLdS;  // (kBlockQ); layout matches backward_shared_floats
   float* lse_s = delta_s + kBlockQ;          // (kBlockQ)
 
@@ -214,39 +220,42 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 struct Grads {
-  Operand q, k, v;
+  const Tensor& q;
+  const Tensor& k;
+  const Tensor& v;
 };
 
 template <typename T, int D>
 void launch_backward(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v,
-                     const Tensor& grad_out, const float* delta, const float* lse_use, const Grads& g,
-                     cudaStream_t stream) {
+                     const Tensor& grad_out, const float* delta, const float* lse_use,
+                     const Grads& g, cudaStream_t stream) {
   const size_t bytes = backward_shared_floats<D>() * sizeof(float);
   const int64_t k_tiles = (p.S + kBlockK - 1) / kBlockK, q_tiles = (p.T + kBlockQ - 1) / kBlockQ;
   const int64_t kv_blocks = p.B * p.H * k_tiles, q_blocks = p.B * p.H * q_tiles;
   TS_CHECK(kv_blocks <= 0x7FFFFFFF && q_blocks <= 0x7FFFFFFF, "attention_backward",
-           "expected at most 2^31 - 1 tiles, got ", kv_blocks, " key and ", q_blocks, " query tiles for q ",
-           q.describe());
+           "expected at most 2^31 - 1 tiles, got ", kv_blocks, " key and ", q_blocks,
+           " query tiles for q ", q.describe());
   if (kv_blocks > 0) {
     auto kernel = dkdv_kernel<T, D>;
     allow_shared_bytes(kernel, bytes);
     kernel<<<unsigned(kv_blocks), kThreads, bytes, stream>>>(p, operand(q), operand(k), operand(v),
-                                                             operand(grad_out), delta, lse_use, g.k, g.v,
-                                                             k_tiles);
+                                                             operand(grad_out), delta, lse_use,
+                                                             operand(g.k), operand(g.v), k_tiles);
     TS_CUDA_CHECK(cudaGetLastError());
   }
   if (q_blocks > 0) {
     auto kernel = dq_kernel<T, D>;
     allow_shared_bytes(kernel, bytes);
     kernel<<<unsigned(q_blocks), kThreads, bytes, stream>>>(p, operand(q), operand(k), operand(v),
-                                                            operand(grad_out), delta, lse_use, g.q, q_tiles);
+                                                            operand(grad_out), delta, lse_use,
+                                                            operand(g.q), q_tiles);
     TS_CUDA_CHECK(cudaGetLastError());
   }
 }
 
 template <typename T>
-void run_backward(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                  const Tensor& lse, const Tensor& grad_out, const Grads& g) {
+void run_backward(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v,
+                  const Tensor& out, const Tensor& lse, const Tensor& grad_out, const Grads& g) {
   const cudaStream_t stream = ::tessera::cuda::current_stream(q.device().index);
   // Dense (B, H, T) f32 statistics; T > 0 here, so the row pass has work.
   const TensorOptions f32{.dtype = DType::f32, .device = q.device()};
@@ -255,14 +264,21 @@ void run_backward(const Problem& p, const Tensor& q, const Tensor& k, const Tens
   float* lse_use_p = static_cast<float*>(lse_use.data_ptr());
   const int64_t rows = p.B * p.H * p.T;
   const int64_t row_blocks = (rows + kWarps - 1) / kWarps;
-  TS_CHECK(row_blocks <= 0x7FFFFFFF, "attention_backward", "expected fewer rows, got q ", q.describe());
-  row_stats_kernel<T><<<unsigned(row_blocks), kThreads, 0, stream>>>(p, operand(out), operand(grad_out),
-                                                                   row_operand(lse), delta_p, lse_use_p);
+  TS_CHECK(row_blocks <= 0x7FFFFFFF, "attention_backward", "expected fewer rows, got q ",
+           q.describe());
+  row_stats_kernel<T><<<unsigned(row_blocks), kThreads, 0, stream>>>(
+      p, operand(out), operand(grad_out), row_operand(lse), delta_p, lse_use_p);
   TS_CUDA_CHECK(cudaGetLastError());
+  if (attention_mma::enabled(q.dtype())) {
+    return attention_mma::backward(p, q, k, v, grad_out, delta_p, lse_use_p, g.q, g.k, g.v, stream);
+  }
   switch (p.D) {
-    case 32: return launch_backward<T, 32>(p, q, k, v, grad_out, delta_p, lse_use_p, g, stream);
-    case 64: return launch_backward<T, 64>(p, q, k, v, grad_out, delta_p, lse_use_p, g, stream);
-    default: return launch_backward<T, 128>(p, q, k, v, grad_out, delta_p, lse_use_p, g, stream);
+    case 32:
+      return launch_backward<T, 32>(p, q, k, v, grad_out, delta_p, lse_use_p, g, stream);
+    case 64:
+      return launch_backward<T, 64>(p, q, k, v, grad_out, delta_p, lse_use_p, g, stream);
+    default:
+      return launch_backward<T, 128>(p, q, k, v, grad_out, delta_p, lse_use_p, g, stream);
   }
 }
 
@@ -289,11 +305,14 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
     }
     return;
   }
-  const Grads g{operand(grad_q), operand(grad_k), operand(grad_v)};
+  const Grads g{grad_q, grad_k, grad_v};
   switch (q.dtype()) {
-    case DType::f32: return run_backward<float>(p, q, k, v, out, lse, grad_out, g);
-    case DType::f16: return run_backward<Half>(p, q, k, v, out, lse, grad_out, g);
-    default: return run_backward<BFloat16>(p, q, k, v, out, lse, grad_out, g);
+    case DType::f32:
+      return run_backward<float>(p, q, k, v, out, lse, grad_out, g);
+    case DType::f16:
+      return run_backward<Half>(p, q, k, v, out, lse, grad_out, g);
+    default:
+      return run_backward<BFloat16>(p, q, k, v, out, lse, grad_out, g);
   }
 }
 

@@ -20,6 +20,9 @@ inline constexpr int kBlockK = 32;
 struct Operand {
   void* data = nullptr;
   int64_t sb = 0, sh = 0, sl = 0, sd = 0;
+  // Every row of every head starts on a 16-byte boundary with unit element stride, so rows can be
+  // read 16 bytes at a time.
+  bool rows16 = false;
 };
 
 // A (B, H, T) tensor such as lse.
@@ -47,11 +50,16 @@ struct Problem {
 Problem make_problem(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
                      const Tensor& key_padding_mask, const AttentionOptions& opts);
 
-// Checks that t is defined, on q's device, with the given shape and dtype.
-void check_tensor(const char* op, const char* name, const Tensor& t, const Tensor& q, const Shape& shape,
-                  DType dtype);
+// make_problem on tensors of any one device: the SIMT-emulator tests run the kernels on CPU
+// tensors.
+Problem resolve_problem(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+                        const Tensor& key_padding_mask, const AttentionOptions& opts);
 
-Operand operand(const Tensor& t);       // t (B, H, L, D)
+// Checks that t is defined, on q's device, with the given shape and dtype.
+void check_tensor(const char* op, const char* name, const Tensor& t, const Tensor& q,
+                  const Shape& shape, DType dtype);
+
+Operand operand(const Tensor& t);         // t (B, H, L, D)
 RowOperand row_operand(const Tensor& t);  // t (B, H, T)
 
 }  // namespace tessera::kernels::cuda::attention_detail

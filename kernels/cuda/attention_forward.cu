@@ -1,6 +1,8 @@
-// CUDA attention forward, flash style: one block per (batch, head, 32-query tile) keeps its queries
-// in shared memory and runs an online softmax over 32-key tiles of K and V; each query row keeps
-// its running max m and sum l, and its output accumulator (f32 registers) is rescaled when m grows.
+// CUDA attention forward, flash style, on f32 FMAs (f16 and bf16 go to the tensor-core kernels of
+// attention_mma.cuh unless TESSERA_ATTENTION_TENSOR_CORES=0): one block per (batch, head, 32-query
+// tile) keeps its queries in shared memory and runs an online softmax over 32-key tiles of K and V;
+// each query row keeps its running max m and sum l, and its output accumulator (f32 registers) is
+// rescaled when m grows.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -9,6 +11,7 @@
 #include "core/cuda/runtime.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_common.h"
+#include "kernels/cuda/attention_mma_launch.h"
 #include "kernels/cuda/attention_tile.cuh"
 
 namespace tessera::kernels::cuda {
@@ -24,19 +27,20 @@ constexpr size_t forward_shared_floats() {
 
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads)
-    forward_kernel(Problem p, Operand q, Operand k, Operand v, Operand out, RowOperand lse, int64_t q_tiles) {
+    forward_kernel(Problem p, Operand q, Operand k, Operand v, Operand out, RowOperand lse,
+                   int64_t q_tiles) {
   constexpr int kLdS = kBlockK + 1;
-  constexpr int kRowGroups = kThreads / D;               // output rows handled side by side
-  constexpr int kRowsPerThread = kBlockQ / kRowGroups;   // output rows per thread
+  constexpr int kRowGroups = kThreads / D;              // output rows handled side by side
+  constexpr int kRowsPerThread = kBlockQ / kRowGroups;  // output rows per thread
   constexpr float kNegInf = -INFINITY;
   extern __shared__ float smem[];
-  float* qs = smem;                      // (kBlockQ, D)
-  float* ks = qs + kBlockQ * kLd<D>;     // (kBlockK, D)
-  float* vs = ks + kBlockK * kLd<D>;     // (kBlockK, D)
-  float* ps = vs + kBlockK * kLd<D>;     // (kBlockQ, kBlockK) scores, then probabilities
-  float* row_m = ps + kBlockQ * kLdS;    // (kBlockQ)
-  float* row_l = row_m + kBlockQ;        // (kBlockQ)
-  float* corr = row_l + kBlockQ;         // (kBlockQ)
+  float* qs = smem;                    // (kBlockQ, D)
+  float* ks = qs + kBlockQ * kLd<D>;   // (kBlockK, D)
+  float* vs = ks + kBlockK * kLd<D>;   // (kBlockK, D)
+  float* ps = vs + kBlockK * kLd<D>;   // (kBlockQ, kBlockK) scores, then probabilities
+  float* row_m = ps + kBlockQ * kLdS;  // (kBlockQ)
+  float* row_l = row_m + kBlockQ;      // (kBlockQ)
+  float* corr = row_l + kBlockQ;       // (kBlockQ)
 
   const int64_t bh = int64_t(blockIdx.x) / q_tiles;
   const int64_t t0 = (int64_t(blockIdx.x) % q_tiles) * kBlockQ;
@@ -123,12 +127,13 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <typename T, int D>
-void launch_forward(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                    const Tensor& lse) {
+void launch_forward(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v,
+                    const Tensor& out, const Tensor& lse) {
   const int64_t q_tiles = (p.T + kBlockQ - 1) / kBlockQ;
   const int64_t blocks = p.B * p.H * q_tiles;
-  TS_CHECK(blocks <= 0x7FFFFFFF, "attention_forward", "expected at most 2^31 - 1 (batch, head, query tile) ",
-           "blocks, got ", blocks, " for q ", q.describe());
+  TS_CHECK(blocks <= 0x7FFFFFFF, "attention_forward",
+           "expected at most 2^31 - 1 (batch, head, query tile) ", "blocks, got ", blocks,
+           " for q ", q.describe());
   const size_t bytes = forward_shared_floats<D>() * sizeof(float);
   auto kernel = forward_kernel<T, D>;
   allow_shared_bytes(kernel, bytes);
@@ -141,26 +146,37 @@ template <typename T>
 void launch_forward_dtype(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v,
                           const Tensor& out, const Tensor& lse) {
   switch (p.D) {
-    case 32: return launch_forward<T, 32>(p, q, k, v, out, lse);
-    case 64: return launch_forward<T, 64>(p, q, k, v, out, lse);
-    default: return launch_forward<T, 128>(p, q, k, v, out, lse);
+    case 32:
+      return launch_forward<T, 32>(p, q, k, v, out, lse);
+    case 64:
+      return launch_forward<T, 64>(p, q, k, v, out, lse);
+    default:
+      return launch_forward<T, 128>(p, q, k, v, out, lse);
   }
 }
 
 }  // namespace
 
-void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_padding_mask,
-                       const AttentionOptions& opts, const Tensor& out, const Tensor& lse) {
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                       const Tensor& key_padding_mask, const AttentionOptions& opts,
+                       const Tensor& out, const Tensor& lse) {
   constexpr const char* kOp = "attention_forward";
   const Problem p = make_problem(kOp, q, k, v, key_padding_mask, opts);
   check_tensor(kOp, "out", out, q, q.shape(), q.dtype());
   check_tensor(kOp, "lse", lse, q, {p.B, p.H, p.T}, DType::f32);
   if (p.B * p.H * p.T == 0) return;
   ::tessera::cuda::DeviceGuard guard(q.device().index);
+  if (attention_mma::enabled(q.dtype())) {
+    return attention_mma::forward(p, q, k, v, out, lse,
+                                  ::tessera::cuda::current_stream(q.device().index));
+  }
   switch (q.dtype()) {
-    case DType::f32: return launch_forward_dtype<float>(p, q, k, v, out, lse);
-    case DType::f16: return launch_forward_dtype<Half>(p, q, k, v, out, lse);
-    default: return launch_forward_dtype<BFloat16>(p, q, k, v, out, lse);
+    case DType::f32:
+      return launch_forward_dtype<float>(p, q, k, v, out, lse);
+    case DType::f16:
+      return launch_forward_dtype<Half>(p, q, k, v, out, lse);
+    default:
+      return launch_forward_dtype<BFloat16>(p, q, k, v, out, lse);
   }
 }
 

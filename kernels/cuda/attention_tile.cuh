@@ -1,5 +1,5 @@
 // Device helpers of the CUDA attention kernels: tile loads into shared memory (any strides, f32
-// out), the visibility and dropout tests of one (query, key) pair, and warp reductions.
+// out) and warp reductions.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -8,8 +8,8 @@
 
 #include "core/cuda/runtime.h"
 #include "core/half.h"
-#include "core/philox.h"
 #include "kernels/cuda/attention_common.h"
+#include "kernels/cuda/attention_mask.h"
 
 namespace tessera::kernels::cuda::attention_detail {
 
@@ -30,19 +30,6 @@ __device__ __forceinline__ void load_rows(const Operand& x, int64_t b, int64_t h
   }
 }
 
-// Whether query t may see key s of batch b (padding mask and causal diagonal).
-__device__ __forceinline__ bool visible(const Problem& p, int64_t b, int64_t t, int64_t s) {
-  if (p.mask != nullptr && p.mask[b * p.mask_sb + s * p.mask_ss] == 0) return false;
-  return !p.causal || s <= t + p.shift;
-}
-
-// The dropout factor of probability (t, s) of head bh: keep_scale when philox keeps it, else 0;
-// the same counter and compare as the CPU kernels, so both draw the same mask.
-__device__ __forceinline__ float dropout_factor(const Problem& p, int64_t bh, int64_t t, int64_t s) {
-  const uint64_t index = p.offset + uint64_t(bh * p.T + t) * uint64_t(p.S) + uint64_t(s);
-  return philox_uniform(p.seed, index) >= p.dropout_p ? p.keep_scale : 0.0f;
-}
-
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
@@ -55,24 +42,12 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// One past the last key any query in [t0, t0 + nq) may see.
-__host__ __device__ inline int64_t key_end(const Problem& p, int64_t t0, int64_t nq) {
-  if (!p.causal) return p.S;
-  const int64_t e = t0 + nq + p.shift;
-  return e < 0 ? 0 : (e > p.S ? p.S : e);
-}
-
-// The first query that may see key s0.
-__host__ __device__ inline int64_t query_begin(const Problem& p, int64_t s0) {
-  if (!p.causal) return 0;
-  return s0 - p.shift > 0 ? s0 - p.shift : 0;
-}
-
 // Opts a kernel into more than 48 KB of dynamic shared memory (once per kernel is enough, but the
 // call is cheap and keeps the launchers stateless).
 template <typename Kernel>
 void allow_shared_bytes(Kernel kernel, size_t bytes) {
-  TS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  TS_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 
 }  // namespace tessera::kernels::cuda::attention_detail

@@ -1,0 +1,123 @@
+// The few warp- and block-level primitives the tensor-core kernels use, written once for both
+// targets: under nvcc they are the CUDA intrinsics and PTX; under a host compiler they are calls
+// into the SIMT emulator (tests/testing/simt_emulator), which runs a kernel's threads as fibers on
+// the CPU. That lets this machine, which has no GPU, run the kernels' index and fragment arithmetic
+// against the CPU kernels.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "core/half.h"
+
+#if defined(__CUDACC__)
+#define TS_SIMT __device__ __forceinline__
+#define TS_UNROLL _Pragma("unroll")
+#else
+#define TS_SIMT inline
+#define TS_UNROLL
+#endif
+
+namespace tessera::simt {
+
+// 16 bytes moved as one vector access (ld.global.v4 / ld.shared.v4 when aligned).
+struct alignas(16) Pack16 {
+  uint32_t w[4];
+};
+
+// Two 16-bit floats in one 32-bit register, `lo` in bits 0-15 (the element with the lower column
+// index in every mma fragment).
+#if !defined(__CUDACC__)
+// A GPU faults on a misaligned vector access; the emulator says so.
+void check_aligned(const void* p, size_t bytes);
+#endif
+
+// Memory accesses that are single vector loads and stores on the GPU and alias-safe copies on the
+// host. Addresses must be aligned to the access size.
+TS_SIMT uint32_t load_u32(const uint16_t* p) {
+#if defined(__CUDACC__)
+  return *reinterpret_cast<const uint32_t*>(p);
+#else
+  check_aligned(p, sizeof(uint32_t));
+  uint32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+#endif
+}
+
+TS_SIMT Pack16 load16(const void* p) {
+#if defined(__CUDACC__)
+  return *reinterpret_cast<const Pack16*>(p);
+#else
+  check_aligned(p, sizeof(Pack16));
+  Pack16 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+#endif
+}
+
+TS_SIMT void store16(void* p, const Pack16& v) {
+#if defined(__CUDACC__)
+  *reinterpret_cast<Pack16*>(p) = v;
+#else
+  check_aligned(p, sizeof(Pack16));
+  std::memcpy(p, &v, sizeof(v));
+#endif
+}
+
+// Whether the 16-bit type is bf16 (else IEEE half): picks the mma variant.
+template <typename T>
+inline constexpr bool kIsBFloat16 = std::is_same_v<T, BFloat16>;
+
+template <typename T>
+TS_SIMT uint32_t pack2(float lo, float hi) {
+  return uint32_t(T(lo).bits) | (uint32_t(T(hi).bits) << 16);
+}
+
+#if defined(__CUDACC__)
+
+TS_SIMT void sync_block() { __syncthreads(); }
+TS_SIMT void sync_warp() { __syncwarp(); }
+TS_SIMT float shfl_xor(float v, int lane_mask) {
+  return __shfl_xor_sync(0xFFFFFFFFu, v, lane_mask);
+}
+
+// D = A (16 x 16, row) * B (16 x 8, col) + C with f32 accumulation, PTX mma.m16n8k16. With
+// g = lane / 4 and t = lane % 4: a[0] holds A(g, 2t..2t+1), a[1] A(g+8, 2t..), a[2] A(g, 2t+8..),
+// a[3] A(g+8, 2t+8..); b[0] holds B(2t..2t+1, g), b[1] B(2t+8..2t+9, g); c[0..1] is C(g, 2t..2t+1),
+// c[2..3] C(g+8, 2t..2t+1).
+template <typename T>
+TS_SIMT void mma_16816(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  if constexpr (kIsBFloat16<T>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+}
+
+#else  // host: the emulator in tests/testing/simt_emulator.cc
+
+void sync_block();
+void sync_warp();
+float shfl_xor(float v, int lane_mask);
+void mma_16816_emulated(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], bool bf16);
+
+template <typename T>
+inline void mma_16816(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  mma_16816_emulated(c, a, b, kIsBFloat16<T>);
+}
+
+#endif
+
+}  // namespace tessera::simt
