@@ -1,11 +1,11 @@
-// CUDA kernels and launchers of the tensor-core attention (bodies in attention_mma.cuh).
+// CUDA kernels and launchers of the tensor-core attention (bodies in attention_mma_body.cuh).
 #include <cuda_runtime.h>
 
 #include <cstdlib>
 #include <cstring>
 
 #include "core/cuda/runtime.h"
-#include "kernels/cuda/attention_mma.cuh"
+#include "kernels/cuda/attention_mma_body.cuh"
 #include "kernels/cuda/attention_mma_launch.h"
 #include "kernels/cuda/attention_tile.cuh"
 

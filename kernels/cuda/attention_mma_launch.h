@@ -1,4 +1,4 @@
-// Launchers of the tensor-core attention kernels (attention_mma.cuh) for f16 and bf16; the f32
+// Launchers of the tensor-core attention kernels (attention_mma_body.cuh) for f16 and bf16; the f32
 // kernels in attention_forward.cu and attention_backward.cu call them after validating the problem.
 #pragma once
 

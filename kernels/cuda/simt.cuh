@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 #include <type_traits>
 
@@ -80,9 +81,28 @@ TS_SIMT uint32_t pack2(float lo, float hi) {
 
 TS_SIMT void sync_block() { __syncthreads(); }
 TS_SIMT void sync_warp() { __syncwarp(); }
-TS_SIMT float shfl_xor(float v, int lane_mask) {
+
+// Warp shuffles over all 32 lanes (every lane must call them): the value of lane ^ lane_mask, of
+// lane + delta (a lane's own value where that is past 31), of lane src.
+template <typename V>
+TS_SIMT V shfl_xor(V v, int lane_mask) {
   return __shfl_xor_sync(0xFFFFFFFFu, v, lane_mask);
 }
+template <typename V>
+TS_SIMT V shfl_down(V v, int delta) {
+  return __shfl_down_sync(0xFFFFFFFFu, v, delta);
+}
+template <typename V>
+TS_SIMT V shfl(V v, int src_lane) {
+  return __shfl_sync(0xFFFFFFFFu, v, src_lane);
+}
+
+TS_SIMT float atomic_add(float* p, float v) { return atomicAdd(p, v); }
+TS_SIMT int32_t atomic_add(int32_t* p, int32_t v) { return atomicAdd(p, v); }
+TS_SIMT int64_t atomic_add(int64_t* p, int64_t v) {
+  return int64_t(atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v)));
+}
+TS_SIMT int32_t atomic_exch(int32_t* p, int32_t v) { return atomicExch(p, v); }
 
 // D = A (16 x 16, row) * B (16 x 8, col) + C with f32 accumulation, PTX mma.m16n8k16. With
 // g = lane / 4 and t = lane % 4: a[0] holds A(g, 2t..2t+1), a[1] A(g+8, 2t..), a[2] A(g, 2t+8..),
@@ -110,7 +130,45 @@ TS_SIMT void mma_16816(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b
 
 void sync_block();
 void sync_warp();
-float shfl_xor(float v, int lane_mask);
+
+// The emulator moves 8-byte lane values; the templates below carry any value of up to 8 bytes.
+enum class Shuffle { xor_mask, down, index };
+uint64_t shuffle_bits(uint64_t bits, Shuffle kind, int arg);
+
+template <typename V>
+inline V shuffle_value(V v, Shuffle kind, int arg) {
+  static_assert(sizeof(V) <= 8 && std::is_trivially_copyable_v<V>, "shuffles move values of up to 8 bytes");
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof(V));
+  bits = shuffle_bits(bits, kind, arg);
+  std::memcpy(&v, &bits, sizeof(V));
+  return v;
+}
+template <typename V>
+inline V shfl_xor(V v, int lane_mask) {
+  return shuffle_value(v, Shuffle::xor_mask, lane_mask);
+}
+template <typename V>
+inline V shfl_down(V v, int delta) {
+  return shuffle_value(v, Shuffle::down, delta);
+}
+template <typename V>
+inline V shfl(V v, int src_lane) {
+  return shuffle_value(v, Shuffle::index, src_lane);
+}
+
+// Fibers switch only at barriers, so a plain read-modify-write is atomic under the emulator.
+template <typename V>
+inline V atomic_add(V* p, V v) {
+  const V old = *p;
+  *p = old + v;
+  return old;
+}
+inline int32_t atomic_exch(int32_t* p, int32_t v) {
+  const int32_t old = *p;
+  *p = v;
+  return old;
+}
 void mma_16816_emulated(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], bool bf16);
 
 template <typename T>
@@ -119,5 +177,28 @@ inline void mma_16816(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)
 }
 
 #endif
+
+// Sum and max over the 32 lanes of a warp, returned to every lane.
+template <typename V>
+TS_SIMT V warp_sum(V v) {
+  for (int o = 16; o > 0; o >>= 1) v += shfl_xor(v, o);
+  return v;
+}
+TS_SIMT float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, shfl_xor(v, o));
+  return v;
+}
+
+// Sum of v over a block of `threads` threads (a multiple of 32, at most 1024), returned to every
+// thread; `scratch` is 32 values of shared memory. Every thread of the block must call it.
+template <typename V>
+TS_SIMT V block_sum(V v, V* scratch, int tid, int threads) {
+  const int lane = tid & 31, warp = tid >> 5;
+  v = warp_sum(v);
+  sync_block();  // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = v;
+  sync_block();
+  return warp_sum(lane < (threads >> 5) ? scratch[lane] : V(0));
+}
 
 }  // namespace tessera::simt

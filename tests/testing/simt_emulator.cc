@@ -53,7 +53,7 @@ struct Fiber {
 
 // Per-lane exchange slots of the warp primitives.
 struct Slot {
-  float value = 0.0f;
+  uint64_t bits = 0;
   std::array<uint32_t, 4> a{};
   std::array<uint32_t, 2> b{};
 };
@@ -233,12 +233,18 @@ void sync_block() { wait_at(Wait::block); }
 
 void sync_warp() { wait_at(Wait::warp_sync); }
 
-float shfl_xor(float v, int lane_mask) {
+uint64_t shuffle_bits(uint64_t bits, Shuffle kind, int arg) {
   Emulation& e = emulation();
-  const int t = e.current;
-  e.slots[size_t(t)].value = v;
+  const int t = e.current, lane = t & 31;
+  e.slots[size_t(t)].bits = bits;
   wait_at(Wait::warp_shfl);
-  const float r = e.slots[size_t((t & ~31) | ((t & 31) ^ (lane_mask & 31)))].value;
+  int src = lane;
+  switch (kind) {
+    case Shuffle::xor_mask: src = lane ^ (arg & 31); break;
+    case Shuffle::down: src = lane + arg < 32 ? lane + arg : lane; break;
+    case Shuffle::index: src = arg & 31; break;
+  }
+  const uint64_t r = e.slots[size_t((t & ~31) | src)].bits;
   wait_at(Wait::warp_shfl);  // nobody overwrites a slot before every lane has read
   return r;
 }

@@ -1,10 +1,10 @@
-// The tensor-core attention kernels (kernels/cuda/attention_mma.cuh) under the SIMT emulator
+// The tensor-core attention kernels (kernels/cuda/attention_mma_body.cuh) under the SIMT emulator
 // against the CPU kernel on the same f16/bf16 inputs: output, lse and the three gradients, head
 // dims 32/64/128, sizes that are not multiples of the 64-row tiles, T != S both ways, causal,
 // padding masks with fully masked rows, dropout (the CPU's philox mask), a scale override, and
 // strided views (the element-wise tile loader) beside dense ones (the 16-byte loader). The same
 // cases run on a GPU in tests/kernels/cuda/attention_test.cc; here they run on any machine.
-#include "kernels/cuda/attention_mma.cuh"
+#include "kernels/cuda/attention_mma_body.cuh"
 
 #include <algorithm>
 #include <catch2/catch.hpp>

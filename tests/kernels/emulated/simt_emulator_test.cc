@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/half.h"
-#include "kernels/cuda/attention_mma.cuh"
+#include "kernels/cuda/attention_mma_body.cuh"
 #include "kernels/cuda/simt.cuh"
 
 namespace {
@@ -43,6 +43,28 @@ TEST_CASE("simt: shfl_xor exchanges lanes within each warp", "[simt]") {
     REQUIRE(swapped[size_t(t)] == float((t & ~31) | ((t & 31) ^ 5)));
     REQUIRE(sums[size_t(t)] == float(t < 32 ? 496 : 32 * 32 + 496));
   }
+}
+
+TEST_CASE("simt: shfl_down, shfl, block_sum and atomics behave as on a GPU", "[simt]") {
+  std::vector<int64_t> down(64), bcast(64);
+  std::vector<double> total(96);
+  int32_t counter = 0;
+  simt::emulate(1, 96, 32 * sizeof(double), [&](int64_t, int tid, unsigned char* shared) {
+    const int64_t v = int64_t(tid) << 33;  // needs all 8 bytes
+    if (tid < 64) {
+      down[size_t(tid)] = simt::shfl_down(v, 3);
+      bcast[size_t(tid)] = simt::shfl(v, 7);
+    }
+    total[size_t(tid)] = simt::block_sum(double(tid), reinterpret_cast<double*>(shared), tid, 96);
+    simt::atomic_add(&counter, 2);
+  });
+  for (int t = 0; t < 64; ++t) {
+    const int lane = t & 31, src_down = lane + 3 < 32 ? t + 3 : t;
+    REQUIRE(down[size_t(t)] == int64_t(src_down) << 33);
+    REQUIRE(bcast[size_t(t)] == int64_t((t & ~31) | 7) << 33);
+  }
+  for (double x : total) REQUIRE(x == 95.0 * 96.0 / 2.0);
+  REQUIRE(counter == 192);
 }
 
 // A (16 x 16) and B (16 x 8) in shared tiles read through the attention loaders: A row-major, B
