@@ -158,7 +158,8 @@ struct Forward {
     uint16_t* ks = qs + kTile * kLdRow<D>;
     uint16_t* vt = ks + kTile * kLdRow<D>;  // V transposed: (D, keys)
 
-    const int64_t bh = block / q_tiles, t0 = (block % q_tiles) * kTile;
+    const int64_t heads = p.B * p.H, bh = block % heads;
+    const int64_t t0 = (q_tiles - 1 - block / heads) * kTile;  // the longest (causal) tiles first
     const int64_t b = bh / p.H, h = bh % p.H;
     const int nq = int(p.T - t0 < kTile ? p.T - t0 : kTile);
     const int lane = tid & 31, g = lane >> 2, tig = lane & 3, r0 = (tid >> 5) * 16 + g;
@@ -217,7 +218,7 @@ struct Forward {
       for (int r = 0; r < 2; ++r) {
         const float m_new = fmaxf(m[r], quad_max(tile_max[r]));
         m_use[r] = m_new == kNegInf ? 0.0f : m_new;
-        corr[r] = expf(m[r] - m_use[r]);
+        corr[r] = simt::fast_exp(m[r] - m_use[r]);
         m[r] = m_new;
       }
       float sum[2] = {0.0f, 0.0f};
@@ -225,7 +226,7 @@ struct Forward {
       for (int nc = 0; nc < 8; ++nc) {
         TS_UNROLL
         for (int e = 0; e < 4; ++e) {
-          float pv = expf(s[nc][e] - m_use[e >> 1]);
+          float pv = simt::fast_exp(s[nc][e] - m_use[e >> 1]);
           sum[e >> 1] += pv;  // l counts every probability; dropout only thins what reaches O
           if (p.dropout_p > 0.0f && pv != 0.0f) {
             pv *= attention_detail::dropout_factor(p, bh, t0 + frag_row(r0, e),
@@ -361,7 +362,7 @@ struct BackwardKV {
           const int64_t t = t0 + qi, s = s0 + key;
           const bool vis =
               all_visible || (key < nk && qi < nq && attention_detail::visible(p, b, t, s));
-          const float prob = vis ? expf(st[nc][e] * p.scale - lse_s[qi]) : 0.0f;
+          const float prob = vis ? simt::fast_exp(st[nc][e] * p.scale - lse_s[qi]) : 0.0f;
           const float f =
               (p.dropout_p > 0.0f && vis) ? attention_detail::dropout_factor(p, bh, t, s) : 1.0f;
           st[nc][e] = prob * f;
@@ -411,7 +412,8 @@ struct BackwardQ {
     float* delta_s = reinterpret_cast<float*>(kt + D * kLdCol);
     float* lse_s = delta_s + kTile;
 
-    const int64_t bh = block / q_tiles, t0 = (block % q_tiles) * kTile;
+    const int64_t heads = p.B * p.H, bh = block % heads;
+    const int64_t t0 = (q_tiles - 1 - block / heads) * kTile;  // the longest (causal) tiles first
     const int64_t b = bh / p.H, h = bh % p.H;
     const int nq = int(p.T - t0 < kTile ? p.T - t0 : kTile);
     const int lane = tid & 31, g = lane >> 2, tig = lane & 3, r0 = (tid >> 5) * 16 + g;
@@ -464,7 +466,7 @@ struct BackwardQ {
           const int64_t t = t0 + row, sk = s0 + key;
           const bool vis =
               all_visible || (row < nq && key < nk && attention_detail::visible(p, b, t, sk));
-          const float prob = vis ? expf(s[nc][e] * p.scale - lse_s[row]) : 0.0f;
+          const float prob = vis ? simt::fast_exp(s[nc][e] * p.scale - lse_s[row]) : 0.0f;
           const float f =
               (p.dropout_p > 0.0f && vis) ? attention_detail::dropout_factor(p, bh, t, sk) : 1.0f;
           s[nc][e] = prob * (dp[nc][e] * f - delta_s[row]);

@@ -5,9 +5,9 @@
 // against the CPU kernels.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cmath>
 #include <cstring>
 #include <type_traits>
 
@@ -74,7 +74,28 @@ inline constexpr bool kIsBFloat16 = std::is_same_v<T, BFloat16>;
 
 template <typename T>
 TS_SIMT uint32_t pack2(float lo, float hi) {
+#if defined(__CUDA_ARCH__)
+  // One cvt.rn (round to nearest even, as the software conversion) for both halves: the first
+  // source goes to the upper half.
+  uint32_t r;
+  if constexpr (kIsBFloat16<T>) {
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  } else {
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  }
+  return r;
+#else
   return uint32_t(T(lo).bits) | (uint32_t(T(hi).bits) << 16);
+#endif
+}
+
+// e^x where a few ulp of error are fine (softmax numerators): the hardware ex2 on the GPU.
+TS_SIMT float fast_exp(float x) {
+#if defined(__CUDA_ARCH__)
+  return __expf(x);
+#else
+  return expf(x);
+#endif
 }
 
 #if defined(__CUDACC__)
@@ -100,7 +121,8 @@ TS_SIMT V shfl(V v, int src_lane) {
 TS_SIMT float atomic_add(float* p, float v) { return atomicAdd(p, v); }
 TS_SIMT int32_t atomic_add(int32_t* p, int32_t v) { return atomicAdd(p, v); }
 TS_SIMT int64_t atomic_add(int64_t* p, int64_t v) {
-  return int64_t(atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v)));
+  return int64_t(
+      atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v)));
 }
 TS_SIMT int32_t atomic_exch(int32_t* p, int32_t v) { return atomicExch(p, v); }
 
@@ -137,7 +159,8 @@ uint64_t shuffle_bits(uint64_t bits, Shuffle kind, int arg);
 
 template <typename V>
 inline V shuffle_value(V v, Shuffle kind, int arg) {
-  static_assert(sizeof(V) <= 8 && std::is_trivially_copyable_v<V>, "shuffles move values of up to 8 bytes");
+  static_assert(sizeof(V) <= 8 && std::is_trivially_copyable_v<V>,
+                "shuffles move values of up to 8 bytes");
   uint64_t bits = 0;
   std::memcpy(&bits, &v, sizeof(V));
   bits = shuffle_bits(bits, kind, arg);
