@@ -1,8 +1,8 @@
 // CUDA attention forward, flash style, on f32 FMAs (f16 and bf16 go to the tensor-core kernels of
-// attention_mma_body.cuh unless TESSERA_ATTENTION_TENSOR_CORES=0): one block per (batch, head, 32-query
-// tile) keeps its queries in shared memory and runs an online softmax over 32-key tiles of K and V;
-// each query row keeps its running max m and sum l, and its output accumulator (f32 registers) is
-// rescaled when m grows.
+// attention_mma_body.cuh unless TESSERA_ATTENTION_TENSOR_CORES=0): one block per (batch, head,
+// 32-query tile) keeps its queries in shared memory and runs an online softmax over 32-key tiles of
+// K and V; each query row keeps its running max m and sum l, and its output accumulator (f32
+// registers) is rescaled when m grows.
 #include <cuda_runtime.h>
 
 #include <cmath>

@@ -10,6 +10,7 @@
 #include "core/half.h"
 #include "kernels/cuda/attention_common.h"
 #include "kernels/cuda/attention_mask.h"
+#include "kernels/cuda/simt.cuh"
 
 namespace tessera::kernels::cuda::attention_detail {
 
@@ -30,17 +31,8 @@ __device__ __forceinline__ void load_rows(const Operand& x, int64_t b, int64_t h
   }
 }
 
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
-  return v;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
-  return v;
-}
+using simt::warp_max;
+using simt::warp_sum;
 
 // Opts a kernel into more than 48 KB of dynamic shared memory (once per kernel is enough, but the
 // call is cheap and keeps the launchers stateless).

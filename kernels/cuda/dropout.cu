@@ -1,8 +1,8 @@
 // CUDA dropout: one thread per element over the flat row-major index, the keep test of
-// kernels/dropout_math.h on philox(seed, offset + i), so a (seed, offset) draws the same mask as the
-// CPU kernel, bit for bit, whatever the launch shape.
+// kernels/dropout_math.h on philox(seed, offset + i), so a (seed, offset) draws the same mask as
+// the CPU kernel, bit for bit, whatever the launch shape. The body is in dropout_body.cuh.
 #include "kernels/cuda/dropout.h"
-
+#include "kernels/cuda/dropout_body.cuh"
 #include "kernels/cuda/nn_util.cuh"
 #include "kernels/dropout_math.h"
 
@@ -11,15 +11,11 @@ namespace {
 
 namespace nu = nn_util;
 
-// x, out: (n) contiguous. out may alias x.
 template <typename T>
 __global__ void dropout_kernel(const T* x, T* out, int64_t n, uint64_t seed, uint64_t offset,
                                uint32_t threshold, float scale) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    // The same expression as the CPU loop, so kept values round identically.
-    out[i] = dropout_keep(seed, offset + uint64_t(i), threshold) ? T(float(x[i]) * scale) : T(0.0f);
-  }
+  dropout_body::dropout(x, out, n, seed, offset, threshold, scale, blockIdx.x, gridDim.x,
+                        threadIdx.x, blockDim.x);
 }
 
 }  // namespace
@@ -36,9 +32,9 @@ void dropout(const Tensor& x, double p, uint64_t seed, uint64_t offset, const Te
   const Tensor oc = nu::contiguous_output(out);
   const uint32_t threshold = dropout_threshold(p);
   const float scale = dropout_scale(p);
-  constexpr int kThreads = 256;
+  constexpr int kThreads = dropout_body::kThreads;
   dispatch_floating(x.dtype(), op, [&]<typename T>() {
-    dropout_kernel<T><<<nu::grid_for(n, kThreads, 1 << 20), kThreads, 0, nu::stream_for(x)>>>(
+    dropout_kernel<T><<<dropout_body::grid_for(n), kThreads, 0, nu::stream_for(x)>>>(
         static_cast<const T*>(xc.data_ptr()), static_cast<T*>(oc.data_ptr()), n, seed, offset,
         threshold, scale);
     nu::check_launch();

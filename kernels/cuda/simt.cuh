@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "core/half.h"
+#include "core/macros.h"
 
 #if defined(__CUDACC__)
 #define TS_SIMT __device__ __forceinline__
@@ -200,6 +201,13 @@ inline void mma_16816(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)
 }
 
 #endif
+
+// Blocks for a grid-stride loop over n items, per_block items per block: at least 1, at most cap
+// (the loop covers the rest).
+TS_HOST_DEVICE inline int64_t grid_blocks(int64_t n, int64_t per_block, int64_t cap) {
+  const int64_t blocks = (n + per_block - 1) / per_block;
+  return blocks < 1 ? 1 : (blocks > cap ? cap : blocks);
+}
 
 // Sum and max over the 32 lanes of a warp, returned to every lane.
 template <typename V>

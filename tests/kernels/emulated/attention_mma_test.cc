@@ -2,17 +2,17 @@
 // against the CPU kernel on the same f16/bf16 inputs: output, lse and the three gradients, head
 // dims 32/64/128, sizes that are not multiples of the 64-row tiles, T != S both ways, causal,
 // padding masks with fully masked rows, dropout (the CPU's philox mask), a scale override, and
-// strided views (the element-wise tile loader) beside dense ones (the 16-byte loader). The same
-// cases run on a GPU in tests/kernels/cuda/attention_test.cc; here they run on any machine.
-#include "kernels/cuda/attention_mma_body.cuh"
+// dense, permuted and column-major views (the 16-byte and the element-wise tile loaders). The same
+// kernels run on a GPU in tests/kernels/cuda/attention_test.cc; here they run on any machine.
+#include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "core/factory.h"
+#include "kernels/cuda/attention_mma_body.cuh"
 #include "kernels/kernels.h"
 #include "tests/testing/compare.h"
 #include "tests/testing/simt_emulator.h"
