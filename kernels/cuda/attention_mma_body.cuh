@@ -111,6 +111,52 @@ TS_SIMT float quad_sum(float v) {
   return v + simt::shfl_xor(v, 2);
 }
 
+// Two products side by side over the head dim, 16 rows (r0, r0 + 8 apart) by 64 columns per warp:
+// acc1 = x1[rows] y1^T and acc2 = x2[rows] y2^T for (kTile, D) row tiles (S = Q K^T with
+// dP = dO V^T, or their transposes in the key-major pass).
+template <typename T, int D>
+TS_SIMT void paired_products(const uint16_t* x1, const uint16_t* y1, const uint16_t* x2,
+                             const uint16_t* y2, int r0, int g, int tig, float (&acc1)[8][4],
+                             float (&acc2)[8][4]) {
+  TS_UNROLL
+  for (int nc = 0; nc < 8; ++nc) {
+    TS_UNROLL
+    for (int e = 0; e < 4; ++e) acc1[nc][e] = acc2[nc][e] = 0.0f;
+  }
+  TS_UNROLL
+  for (int kk = 0; kk < D / 16; ++kk) {
+    uint32_t a1[4], a2[4];
+    load_a<kLdRow<D>>(x1, r0, kk * 16, tig, a1);
+    load_a<kLdRow<D>>(x2, r0, kk * 16, tig, a2);
+    TS_UNROLL
+    for (int nc = 0; nc < 8; ++nc) {
+      uint32_t b1[2], b2[2];
+      load_b<kLdRow<D>>(y1, nc * 8, kk * 16, g, tig, b1);
+      load_b<kLdRow<D>>(y2, nc * 8, kk * 16, g, tig, b2);
+      simt::mma_16816<T>(acc1[nc], a1, b1);
+      simt::mma_16816<T>(acc2[nc], a2, b2);
+    }
+  }
+}
+
+// acc (16 x D per warp) += src (16 x 64, an accumulator tile rounded to 16 bits) times the 64 rows
+// whose transpose is the (D, kTile) tile `cols`: O += P V, dV += P^T dO, dK += dS^T Q, dQ += dS K.
+template <typename T, int D>
+TS_SIMT void accumulate_product(const float (*src)[4], const uint16_t* cols, int g, int tig,
+                                float (*acc)[4]) {
+  TS_UNROLL
+  for (int j = 0; j < kTile / 16; ++j) {
+    uint32_t a[4];
+    to_a<T>(src, j, a);
+    TS_UNROLL
+    for (int dc = 0; dc < D / 8; ++dc) {
+      uint32_t b[2];
+      load_b<kLdCol>(cols, dc * 8, j * 16, g, tig, b);
+      simt::mma_16816<T>(acc[dc], a, b);
+    }
+  }
+}
+
 // Whether every (row, key) pair of a full tile is visible, so the per-element tests can be skipped.
 TS_SIMT bool tile_all_visible(const Problem& p, int64_t t0, int nq, int64_t s0, int nk) {
   return nq == kTile && nk == kTile && p.mask == nullptr &&
@@ -243,18 +289,7 @@ struct Forward {
         for (int e = 0; e < 4; ++e) o[dc][e] *= corr[e >> 1];
       }
 
-      // O += P V
-      TS_UNROLL
-      for (int j = 0; j < kTile / 16; ++j) {
-        uint32_t pa[4];
-        to_a<T>(s, j, pa);
-        TS_UNROLL
-        for (int dc = 0; dc < D / 8; ++dc) {
-          uint32_t vb[2];
-          load_b<kLdCol>(vt, dc * 8, j * 16, g, tig, vb);
-          simt::mma_16816<T>(o[dc], pa, vb);
-        }
-      }
+      accumulate_product<T, D>(s, vt, g, tig, o);  // O += P V
     }
 
     // Normalise; a query with no visible key has l = 0: zeros and lse = -inf.
@@ -332,25 +367,7 @@ struct BackwardKV {
 
       // S^T = K Q^T and dP^T = V dO^T (16 keys x 64 queries per warp)
       float st[8][4], dpt[8][4];
-      TS_UNROLL
-      for (int nc = 0; nc < 8; ++nc) {
-        TS_UNROLL
-        for (int e = 0; e < 4; ++e) st[nc][e] = dpt[nc][e] = 0.0f;
-      }
-      TS_UNROLL
-      for (int kk = 0; kk < D / 16; ++kk) {
-        uint32_t ka[4], va[4];
-        load_a<kLdRow<D>>(ks, r0, kk * 16, tig, ka);
-        load_a<kLdRow<D>>(vs, r0, kk * 16, tig, va);
-        TS_UNROLL
-        for (int nc = 0; nc < 8; ++nc) {
-          uint32_t qb[2], dob[2];
-          load_b<kLdRow<D>>(qs, nc * 8, kk * 16, g, tig, qb);
-          load_b<kLdRow<D>>(dos, nc * 8, kk * 16, g, tig, dob);
-          simt::mma_16816<T>(st[nc], ka, qb);
-          simt::mma_16816<T>(dpt[nc], va, dob);
-        }
-      }
+      paired_products<T, D>(ks, qs, vs, dos, r0, g, tig, st, dpt);
 
       // P^T (dropped) into st, dS^T into dpt.
       const bool all_visible = tile_all_visible(p, t0, nq, s0, nk);
@@ -371,20 +388,8 @@ struct BackwardKV {
       }
 
       // dV += P^T dO, dK += dS^T Q (scale applied at the end)
-      TS_UNROLL
-      for (int j = 0; j < kTile / 16; ++j) {
-        uint32_t pa[4], dsa[4];
-        to_a<T>(st, j, pa);
-        to_a<T>(dpt, j, dsa);
-        TS_UNROLL
-        for (int dc = 0; dc < D / 8; ++dc) {
-          uint32_t dob[2], qb[2];
-          load_b<kLdCol>(dot, dc * 8, j * 16, g, tig, dob);
-          load_b<kLdCol>(qt, dc * 8, j * 16, g, tig, qb);
-          simt::mma_16816<T>(dv[dc], pa, dob);
-          simt::mma_16816<T>(dk[dc], dsa, qb);
-        }
-      }
+      accumulate_product<T, D>(st, dot, g, tig, dv);
+      accumulate_product<T, D>(dpt, qt, g, tig, dk);
     }
 
     const float k_scale[2] = {p.scale, p.scale}, one[2] = {1.0f, 1.0f};
@@ -436,25 +441,7 @@ struct BackwardQ {
 
       // S = Q K^T and dP = dO V^T (16 queries x 64 keys per warp)
       float s[8][4], dp[8][4];
-      TS_UNROLL
-      for (int nc = 0; nc < 8; ++nc) {
-        TS_UNROLL
-        for (int e = 0; e < 4; ++e) s[nc][e] = dp[nc][e] = 0.0f;
-      }
-      TS_UNROLL
-      for (int kk = 0; kk < D / 16; ++kk) {
-        uint32_t qa[4], doa[4];
-        load_a<kLdRow<D>>(qs, r0, kk * 16, tig, qa);
-        load_a<kLdRow<D>>(dos, r0, kk * 16, tig, doa);
-        TS_UNROLL
-        for (int nc = 0; nc < 8; ++nc) {
-          uint32_t kb[2], vb[2];
-          load_b<kLdRow<D>>(ks, nc * 8, kk * 16, g, tig, kb);
-          load_b<kLdRow<D>>(vs, nc * 8, kk * 16, g, tig, vb);
-          simt::mma_16816<T>(s[nc], qa, kb);
-          simt::mma_16816<T>(dp[nc], doa, vb);
-        }
-      }
+      paired_products<T, D>(qs, ks, dos, vs, r0, g, tig, s, dp);
 
       // dS into s.
       const bool all_visible = tile_all_visible(p, t0, nq, s0, nk);
@@ -473,18 +460,7 @@ struct BackwardQ {
         }
       }
 
-      // dQ += dS K (scale applied at the end)
-      TS_UNROLL
-      for (int j = 0; j < kTile / 16; ++j) {
-        uint32_t dsa[4];
-        to_a<T>(s, j, dsa);
-        TS_UNROLL
-        for (int dc = 0; dc < D / 8; ++dc) {
-          uint32_t kb[2];
-          load_b<kLdCol>(kt, dc * 8, j * 16, g, tig, kb);
-          simt::mma_16816<T>(dq[dc], dsa, kb);
-        }
-      }
+      accumulate_product<T, D>(s, kt, g, tig, dq);  // dQ += dS K (scale applied at the end)
     }
 
     const float q_scale[2] = {p.scale, p.scale};

@@ -4,9 +4,8 @@
 // padding masks with fully masked rows, dropout (the CPU's philox mask), a scale override, and
 // dense, permuted and column-major views (the 16-byte and the element-wise tile loaders). The same
 // kernels run on a GPU in tests/kernels/cuda/attention_test.cc; here they run on any machine.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -14,6 +13,7 @@
 #include "core/factory.h"
 #include "kernels/cuda/attention_mma_body.cuh"
 #include "kernels/kernels.h"
+#include "tests/kernels/attention_cases.h"
 #include "tests/testing/compare.h"
 #include "tests/testing/simt_emulator.h"
 
@@ -22,43 +22,7 @@ namespace {
 using namespace tessera;
 using namespace tessera::kernels::cuda;
 using kernels::AttentionOptions;
-
-struct Case {
-  int64_t B, H, T, S, D;
-  DType dtype;
-  bool causal = false;
-  bool mask = false;
-  float dropout = 0.0f;
-  bool strided = false;       // inputs as permuted (B, L, H, D) storage: rows still 16-byte loads
-  bool column_major = false;  // inputs as transposed (B, H, D, L) storage: the element-wise loader
-  float scale = 0.0f;
-};
-
-std::string name_of(const Case& c) {
-  return "B" + std::to_string(c.B) + " H" + std::to_string(c.H) + " T" + std::to_string(c.T) +
-         " S" + std::to_string(c.S) + " D" + std::to_string(c.D) + " " + dtype_name(c.dtype) +
-         (c.causal ? " causal" : "") + (c.mask ? " mask" : "") + (c.dropout > 0 ? " dropout" : "") +
-         (c.strided ? " strided" : "") + (c.column_major ? " column-major" : "");
-}
-
-Tensor head_input(const Case& c, int64_t L, uint64_t seed) {
-  Generator gen(seed);
-  if (c.column_major) return randn({c.B, c.H, c.D, L}, {.dtype = c.dtype}, &gen).transpose(2, 3);
-  if (!c.strided) return randn({c.B, c.H, L, c.D}, {.dtype = c.dtype}, &gen);
-  return randn({c.B, L, c.H, c.D}, {.dtype = c.dtype}, &gen).permute({0, 2, 1, 3});
-}
-
-// Batch 0 attends to every key, batch 1 to none (fully masked rows), the others to a subset.
-Tensor padding_mask(const Case& c) {
-  std::vector<float> m(size_t(c.B * c.S));
-  for (int64_t b = 0; b < c.B; ++b) {
-    for (int64_t s = 0; s < c.S; ++s) {
-      const bool keep = b == 0 ? true : (b == 1 ? false : ((s * 7 + b * 3) % 5) != 0);
-      m[size_t(b * c.S + s)] = keep ? 1.0f : 0.0f;
-    }
-  }
-  return from_vector(m, {c.B, c.S}, {.dtype = DType::b8});
-}
+using namespace testing::attention;
 
 int64_t tiles(int64_t n) { return (n + attention_mma::kTile - 1) / attention_mma::kTile; }
 
@@ -120,18 +84,6 @@ void emulated_backward(const Case& c, const attention_detail::Problem& p, const 
                            lse_use.data(), operand(grad_q), q_tiles, block, tid, shared);
                   });
   });
-}
-
-// Relative to the largest reference magnitude (at least the O(1) input scale): the kernels round P
-// and dS to the input's 16 bits before multiplying, as flash attention does; the CPU keeps f32.
-void require_near(const Tensor& got, const Tensor& ref, DType dtype, const std::string& what) {
-  const double tol = dtype == DType::f16 ? 4e-3 : 2e-2;
-  double scale = 1.0;
-  for (double x : testing::to_doubles(ref)) {
-    if (std::isfinite(x)) scale = std::max(scale, std::fabs(x));
-  }
-  INFO(what);
-  testing::require_close(got, ref, tol, tol * scale);
 }
 
 void run_case(const Case& c) {
