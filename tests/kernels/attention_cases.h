@@ -59,10 +59,10 @@ inline Tensor padding_mask(const Case& c) {
 }
 
 // Tolerance relative to the largest reference magnitude (at least the O(1) input scale): f32 agrees
-// to rounding; 16-bit inputs run on the tensor cores, which round P and dS to the input's 16 bits
-// before multiplying (as flash attention does) while the CPU keeps f32.
+// to rounding; 16-bit results differ by about one rounding of the output dtype, also on the tensor
+// cores, which round P and dS to the input's 16 bits before multiplying (as flash attention does).
 inline double relative_tolerance(DType t) {
-  return t == DType::f32 ? 2e-5 : (t == DType::f16 ? 4e-3 : 2e-2);
+  return t == DType::f32 ? 2e-5 : (t == DType::f16 ? 2e-3 : 1.6e-2);
 }
 
 inline void require_near(const Tensor& got, const Tensor& ref, DType dtype,
