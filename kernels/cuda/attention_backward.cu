@@ -12,6 +12,7 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_common.h"
 #include "kernels/cuda/attention_mma_launch.h"
+#include "kernels/cuda/attention_row_stats_body.cuh"
 #include "kernels/cuda/attention_tile.cuh"
 
 namespace tessera::kernels::cuda {
@@ -19,31 +20,12 @@ namespace {
 
 using namespace attention_detail;
 
-// One warp per (b, h, t) row: delta = sum_c dO * O, and lse_use = lse, or +inf for a query with no
-// visible key (lse = -inf) so its recomputed probabilities exp(s - lse) are 0, not NaN. Outputs are
-// dense (B, H, T) f32.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     row_stats_kernel(Problem p, Operand out, Operand grad_out, RowOperand lse, float* delta,
                      float* lse_use) {
-  const int64_t row = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-  const int lane = threadIdx.x & 31;
-  if (row >= p.B * p.H * p.T) return;  // whole warps leave together
-  const int64_t t = row % p.T, bh = row / p.T, b = bh / p.H, h = bh % p.H;
-  const T* o = static_cast<const T*>(out.data) + b * out.sb + h * out.sh + t * out.sl;
-  const T* go =
-      static_cast<const T*>(grad_out.data) + b * grad_out.sb + h * grad_out.sh + t * grad_out.sl;
-  float acc = 0.0f;
-  for (int c = lane; c < p.D; c += 32)
-    acc += float(o[int64_t(c) * out.sd]) * float(go[int64_t(c) * grad_out.sd]);
-  acc = warp_sum(acc);
-  if (lane == 0) {
-    const float l = static_cast<const float*>(lse.data)[b * lse.sb + h * lse.sh + t * lse.st];
-    delta[row] = acc;
-    lse_use[row] = l == -INFINITY ? INFINITY : l;
-  }
+  row_stats<T>(p, out, grad_out, lse, delta, lse_use, blockIdx.x, threadIdx.x);
 }
-
 // Per-query statistics of rows [t0, t0 + n) of head bh into shared memory; rows past n get lse
 // +inf (probability 0) and delta 0.
 __device__ __forceinline__ void load_stats(const Problem& p, int64_t bh, int64_t t0, int n,
@@ -262,8 +244,7 @@ void run_backward(const Problem& p, const Tensor& q, const Tensor& k, const Tens
   const Tensor delta = empty({p.B, p.H, p.T}, f32), lse_use = empty({p.B, p.H, p.T}, f32);
   float* delta_p = static_cast<float*>(delta.data_ptr());
   float* lse_use_p = static_cast<float*>(lse_use.data_ptr());
-  const int64_t rows = p.B * p.H * p.T;
-  const int64_t row_blocks = (rows + kWarps - 1) / kWarps;
+  const int64_t row_blocks = row_stats_blocks(p);
   TS_CHECK(row_blocks <= 0x7FFFFFFF, "attention_backward", "expected fewer rows, got q ",
            q.describe());
   row_stats_kernel<T><<<unsigned(row_blocks), kThreads, 0, stream>>>(

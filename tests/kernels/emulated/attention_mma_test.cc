@@ -12,6 +12,7 @@
 
 #include "core/factory.h"
 #include "kernels/cuda/attention_mma_body.cuh"
+#include "kernels/cuda/attention_row_stats_body.cuh"
 #include "kernels/kernels.h"
 #include "tests/kernels/attention_cases.h"
 #include "tests/testing/compare.h"
@@ -58,16 +59,15 @@ void emulated_backward(const Case& c, const attention_detail::Problem& p, const 
                        const Tensor& grad_v) {
   using attention_detail::operand;
   // The row pass of attention_backward.cu: delta = rowsum(dO * O), lse_use = lse or +inf.
-  const std::vector<double> o = testing::to_doubles(out), go = testing::to_doubles(grad_out),
-                            l = testing::to_doubles(lse);
   std::vector<float> delta(size_t(p.B * p.H * p.T)), lse_use(delta.size());
-  for (size_t row = 0; row < delta.size(); ++row) {
-    float acc = 0.0f;
-    for (int d = 0; d < p.D; ++d)
-      acc += float(o[row * size_t(p.D) + size_t(d)]) * float(go[row * size_t(p.D) + size_t(d)]);
-    delta[row] = acc;
-    lse_use[row] = l[row] == -INFINITY ? INFINITY : float(l[row]);
-  }
+  dispatch(c, [&]<typename T, int>() {
+    simt::emulate(attention_detail::row_stats_blocks(p), attention_detail::kThreads, 0,
+                  [&](int64_t block, int tid, unsigned char*) {
+                    attention_detail::row_stats<T>(p, operand(out), operand(grad_out),
+                                                   attention_detail::row_operand(lse), delta.data(),
+                                                   lse_use.data(), block, tid);
+                  });
+  });
   dispatch(c, [&]<typename T, int D>() {
     using KV = attention_mma::BackwardKV<T, D>;
     using Q = attention_mma::BackwardQ<T, D>;
