@@ -11,6 +11,7 @@
 #include "core/factory.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_common.h"
+#include "kernels/cuda/attention_fma_body.cuh"
 #include "kernels/cuda/attention_mma_launch.h"
 #include "kernels/cuda/attention_row_stats_body.cuh"
 #include "kernels/cuda/attention_tile.cuh"
@@ -26,179 +27,22 @@ __global__ void __launch_bounds__(kThreads)
                      float* lse_use) {
   row_stats<T>(p, out, grad_out, lse, delta, lse_use, blockIdx.x, threadIdx.x);
 }
-// Per-query statistics of rows [t0, t0 + n) of head bh into shared memory; rows past n get lse
-// +inf (probability 0) and delta 0.
-__device__ __forceinline__ void load_stats(const Problem& p, int64_t bh, int64_t t0, int n,
-                                           const float* delta, const float* lse_use, float* delta_s,
-                                           float* lse_s) {
-  for (int i = threadIdx.x; i < kBlockQ; i += kThreads) {
-    delta_s[i] = i < n ? delta[bh * p.T + t0 + i] : 0.0f;
-    lse_s[i] = i < n ? lse_use[bh * p.T + t0 + i] : INFINITY;
-  }
-}
-
-template <int D>
-constexpr size_t backward_shared_floats() {
-  // q, dO, k, v tiles; two (32, 32) tiles; per-query delta and lse.
-  return size_t(2 * kBlockQ + 2 * kBlockK) * kLd<D> + 2 * size_t(kBlockQ) * (kBlockQ + 1) +
-         2 * kBlockQ;
-}
-
-// dK and dV of keys [s0, s0 + 32) of one head, against every query that may see them. Tiles are
-// (keys, queries): lane = query, each warp a strided set of keys.
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads)
     dkdv_kernel(Problem p, Operand q, Operand k, Operand v, Operand grad_out, const float* delta,
                 const float* lse_use, Operand grad_k, Operand grad_v, int64_t k_tiles) {
-  constexpr int kLdP = kBlockQ + 1;
-  constexpr int kRowGroups = kThreads / D;
-  constexpr int kRowsPerThread = kBlockK / kRowGroups;
   extern __shared__ float smem[];
-  float* qs = smem;                      // (kBlockQ, D)
-  float* dos = qs + kBlockQ * kLd<D>;    // (kBlockQ, D)
-  float* ks = dos + kBlockQ * kLd<D>;    // (kBlockK, D)
-  float* vs = ks + kBlockK * kLd<D>;     // (kBlockK, D)
-  float* pd = vs + kBlockK * kLd<D>;     // (kBlockK, kBlockQ) dropped probabilities P * factor
-  float* ds = pd + kBlockK * kLdP;       // (kBlockK, kBlockQ) dS = P * (dP * factor - delta)
-  float* delta_s = ds + kBlockK * kLdP;  // (kBlockQ)
-  float* lse_s = delta_s + kBlockQ;      // (kBlockQ)
-
-  const int64_t bh = int64_t(blockIdx.x) / k_tiles;
-  const int64_t s0 = (int64_t(blockIdx.x) % k_tiles) * kBlockK;
-  const int64_t b = bh / p.H, h = bh % p.H;
-  const int nk = int(p.S - s0 < kBlockK ? p.S - s0 : kBlockK);
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int col = tid % D, row0 = tid / D;
-
-  load_rows<T, D, kBlockK>(k, b, h, s0, nk, ks);
-  load_rows<T, D, kBlockK>(v, b, h, s0, nk, vs);
-  float dk[kRowsPerThread], dv[kRowsPerThread];
-#pragma unroll
-  for (int r = 0; r < kRowsPerThread; ++r) dk[r] = dv[r] = 0.0f;
-
-  for (int64_t t0 = query_begin(p, s0); t0 < p.T; t0 += kBlockQ) {
-    const int nq = int(p.T - t0 < kBlockQ ? p.T - t0 : kBlockQ);
-    __syncthreads();  // the previous query tile is consumed
-    load_rows<T, D, kBlockQ>(q, b, h, t0, nq, qs);
-    load_rows<T, D, kBlockQ>(grad_out, b, h, t0, nq, dos);
-    load_stats(p, bh, t0, nq, delta, lse_use, delta_s, lse_s);
-    __syncthreads();
-
-    const int i = lane;  // query of this lane
-    const int64_t t = t0 + i;
-    for (int j = warp; j < kBlockK; j += kWarps) {
-      float sdot = 0.0f, pdot = 0.0f;
-#pragma unroll 8
-      for (int c = 0; c < D; ++c) {
-        sdot += ks[j * kLd<D> + c] * qs[i * kLd<D> + c];
-        pdot += vs[j * kLd<D> + c] * dos[i * kLd<D> + c];
-      }
-      const bool vis = i < nq && j < nk && visible(p, b, t, s0 + j);
-      const float prob = vis ? expf(sdot * p.scale - lse_s[i]) : 0.0f;
-      const float f = (p.dropout_p > 0.0f && vis) ? dropout_factor(p, bh, t, s0 + j) : 1.0f;
-      pd[j * kLdP + i] = prob * f;
-      ds[j * kLdP + i] = prob * (pdot * f - delta_s[i]);
-    }
-    __syncthreads();
-
-    // dV (keys, D) += P_dropped dO;  dK (keys, D) += dS Q  (scale applied at the end)
-#pragma unroll
-    for (int r = 0; r < kRowsPerThread; ++r) {
-      const int j = row0 + r * kRowGroups;
-      float av = dv[r], ak = dk[r];
-      for (int ii = 0; ii < nq; ++ii) {
-        av += pd[j * kLdP + ii] * dos[ii * kLd<D> + col];
-        ak += ds[j * kLdP + ii] * qs[ii * kLd<D> + col];
-      }
-      dv[r] = av;
-      dk[r] = ak;
-    }
-  }
-
-  T* gk = static_cast<T*>(grad_k.data) + b * grad_k.sb + h * grad_k.sh;
-  T* gv = static_cast<T*>(grad_v.data) + b * grad_v.sb + h * grad_v.sh;
-#pragma unroll
-  for (int r = 0; r < kRowsPerThread; ++r) {
-    const int j = row0 + r * kRowGroups;
-    if (j < nk) {
-      gk[(s0 + j) * grad_k.sl + int64_t(col) * grad_k.sd] = T(dk[r] * p.scale);
-      gv[(s0 + j) * grad_v.sl + int64_t(col) * grad_v.sd] = T(dv[r]);
-    }
-  }
+  dkdv_body<T, D>(p, q, k, v, grad_out, delta, lse_use, grad_k, grad_v, k_tiles, blockIdx.x,
+                  threadIdx.x, smem);
 }
 
-// dQ of queries [t0, t0 + 32) of one head, over every key they may see. Tiles are (queries, keys):
-// lane = key, each warp a strided set of queries.
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads)
     dq_kernel(Problem p, Operand q, Operand k, Operand v, Operand grad_out, const float* delta,
               const float* lse_use, Operand grad_q, int64_t q_tiles) {
-  constexpr int kLdS = kBlockK + 1;
-  constexpr int kRowGroups = kThreads / D;
-  constexpr int kRowsPerThread = kBlockQ / kRowGroups;
   extern __shared__ float smem[];
-  float* qs = smem;                          // (kBlockQ, D)
-  float* dos = qs + kBlockQ * kLd<D>;        // (kBlockQ, D)
-  float* ks = dos + kBlockQ * kLd<D>;        // (kBlockK, D)
-  float* vs = ks + kBlockK * kLd<D>;         // (kBlockK, D)
-  float* ds = vs + kBlockK * kLd<D>;         // (kBlockQ, kBlockK) dS
-  float* delta_s = ds + 2 * kBlockQ * kLdS;  // (kBlockQ); layout matches backward_shared_floats
-  float* lse_s = delta_s + kBlockQ;          // (kBlockQ)
-
-  const int64_t bh = int64_t(blockIdx.x) / q_tiles;
-  const int64_t t0 = (int64_t(blockIdx.x) % q_tiles) * kBlockQ;
-  const int64_t b = bh / p.H, h = bh % p.H;
-  const int nq = int(p.T - t0 < kBlockQ ? p.T - t0 : kBlockQ);
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int col = tid % D, row0 = tid / D;
-
-  load_rows<T, D, kBlockQ>(q, b, h, t0, nq, qs);
-  load_rows<T, D, kBlockQ>(grad_out, b, h, t0, nq, dos);
-  load_stats(p, bh, t0, nq, delta, lse_use, delta_s, lse_s);
-  float dq[kRowsPerThread];
-#pragma unroll
-  for (int r = 0; r < kRowsPerThread; ++r) dq[r] = 0.0f;
-
-  const int64_t end = key_end(p, t0, nq);
-  for (int64_t s0 = 0; s0 < end; s0 += kBlockK) {
-    const int nk = int(end - s0 < kBlockK ? end - s0 : kBlockK);
-    __syncthreads();  // the previous key tile is consumed
-    load_rows<T, D, kBlockK>(k, b, h, s0, nk, ks);
-    load_rows<T, D, kBlockK>(v, b, h, s0, nk, vs);
-    __syncthreads();
-
-    const int j = lane;  // key of this lane
-    const int64_t s = s0 + j;
-    for (int i = warp; i < kBlockQ; i += kWarps) {
-      float sdot = 0.0f, pdot = 0.0f;
-#pragma unroll 8
-      for (int c = 0; c < D; ++c) {
-        sdot += qs[i * kLd<D> + c] * ks[j * kLd<D> + c];
-        pdot += dos[i * kLd<D> + c] * vs[j * kLd<D> + c];
-      }
-      const bool vis = i < nq && j < nk && visible(p, b, t0 + i, s);
-      const float prob = vis ? expf(sdot * p.scale - lse_s[i]) : 0.0f;
-      const float f = (p.dropout_p > 0.0f && vis) ? dropout_factor(p, bh, t0 + i, s) : 1.0f;
-      ds[i * kLdS + j] = prob * (pdot * f - delta_s[i]);
-    }
-    __syncthreads();
-
-    // dQ (queries, D) += dS K  (scale applied at the end)
-#pragma unroll
-    for (int r = 0; r < kRowsPerThread; ++r) {
-      const int i = row0 + r * kRowGroups;
-      float a = dq[r];
-      for (int jj = 0; jj < nk; ++jj) a += ds[i * kLdS + jj] * ks[jj * kLd<D> + col];
-      dq[r] = a;
-    }
-  }
-
-  T* gq = static_cast<T*>(grad_q.data) + b * grad_q.sb + h * grad_q.sh;
-#pragma unroll
-  for (int r = 0; r < kRowsPerThread; ++r) {
-    const int i = row0 + r * kRowGroups;
-    if (i < nq) gq[(t0 + i) * grad_q.sl + int64_t(col) * grad_q.sd] = T(dq[r] * p.scale);
-  }
+  dq_body<T, D>(p, q, k, v, grad_out, delta, lse_use, grad_q, q_tiles, blockIdx.x, threadIdx.x,
+                smem);
 }
 
 struct Grads {

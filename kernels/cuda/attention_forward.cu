@@ -11,6 +11,7 @@
 #include "core/cuda/runtime.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_common.h"
+#include "kernels/cuda/attention_fma_body.cuh"
 #include "kernels/cuda/attention_mma_launch.h"
 #include "kernels/cuda/attention_tile.cuh"
 
@@ -19,111 +20,12 @@ namespace {
 
 using namespace attention_detail;
 
-template <int D>
-constexpr size_t forward_shared_floats() {
-  // q, k, v tiles; the score / probability tile; per-row m, l and correction.
-  return size_t(kBlockQ + 2 * kBlockK) * kLd<D> + size_t(kBlockQ) * (kBlockK + 1) + 3 * kBlockQ;
-}
-
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads)
     forward_kernel(Problem p, Operand q, Operand k, Operand v, Operand out, RowOperand lse,
                    int64_t q_tiles) {
-  constexpr int kLdS = kBlockK + 1;
-  constexpr int kRowGroups = kThreads / D;              // output rows handled side by side
-  constexpr int kRowsPerThread = kBlockQ / kRowGroups;  // output rows per thread
-  constexpr float kNegInf = -INFINITY;
   extern __shared__ float smem[];
-  float* qs = smem;                    // (kBlockQ, D)
-  float* ks = qs + kBlockQ * kLd<D>;   // (kBlockK, D)
-  float* vs = ks + kBlockK * kLd<D>;   // (kBlockK, D)
-  float* ps = vs + kBlockK * kLd<D>;   // (kBlockQ, kBlockK) scores, then probabilities
-  float* row_m = ps + kBlockQ * kLdS;  // (kBlockQ)
-  float* row_l = row_m + kBlockQ;      // (kBlockQ)
-  float* corr = row_l + kBlockQ;       // (kBlockQ)
-
-  const int64_t bh = int64_t(blockIdx.x) / q_tiles;
-  const int64_t t0 = (int64_t(blockIdx.x) % q_tiles) * kBlockQ;
-  const int64_t b = bh / p.H, h = bh % p.H;
-  const int nq = int(p.T - t0 < kBlockQ ? p.T - t0 : kBlockQ);
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int col = tid % D, row0 = tid / D;
-
-  load_rows<T, D, kBlockQ>(q, b, h, t0, nq, qs);
-  if (tid < kBlockQ) {
-    row_m[tid] = kNegInf;
-    row_l[tid] = 0.0f;
-  }
-  float acc[kRowsPerThread];
-#pragma unroll
-  for (int r = 0; r < kRowsPerThread; ++r) acc[r] = 0.0f;
-
-  const int64_t end = key_end(p, t0, nq);
-  for (int64_t s0 = 0; s0 < end; s0 += kBlockK) {
-    const int nk = int(end - s0 < kBlockK ? end - s0 : kBlockK);
-    __syncthreads();  // the previous tile's k, v and probabilities are consumed
-    load_rows<T, D, kBlockK>(k, b, h, s0, nk, ks);
-    load_rows<T, D, kBlockK>(v, b, h, s0, nk, vs);
-    __syncthreads();
-
-    // Scores: lane = key, each warp a strided set of query rows.
-    const int64_t s = s0 + lane;
-    for (int i = warp; i < kBlockQ; i += kWarps) {
-      float dot = 0.0f;
-#pragma unroll 8
-      for (int c = 0; c < D; ++c) dot += qs[i * kLd<D> + c] * ks[lane * kLd<D> + c];
-      const bool vis = i < nq && lane < nk && visible(p, b, t0 + i, s);
-      ps[i * kLdS + lane] = vis ? dot * p.scale : kNegInf;
-    }
-    __syncthreads();
-
-    // Online softmax, one warp per row; masked entries are -inf and give probability 0.
-    for (int i = warp; i < kBlockQ; i += kWarps) {
-      const float m_old = row_m[i];
-      const float sv = ps[i * kLdS + lane];
-      const float m_new = fmaxf(m_old, warp_max(sv));
-      // A row that has seen no visible key yet subtracts 0: exp(-inf - 0) = 0, never NaN.
-      const float m_use = m_new == kNegInf ? 0.0f : m_new;
-      float pv = expf(sv - m_use);
-      const float sum = warp_sum(pv);
-      if (p.dropout_p > 0.0f && pv != 0.0f) pv *= dropout_factor(p, bh, t0 + i, s);  // l keeps all
-      ps[i * kLdS + lane] = pv;
-      __syncwarp();  // every lane has read row_m[i] before lane 0 replaces it
-      if (lane == 0) {
-        const float c = expf(m_old - m_use);
-        row_l[i] = row_l[i] * c + sum;
-        row_m[i] = m_new;
-        corr[i] = c;
-      }
-    }
-    __syncthreads();
-
-    // O (kBlockQ, D) = O * corr + P V
-#pragma unroll
-    for (int r = 0; r < kRowsPerThread; ++r) {
-      const int i = row0 + r * kRowGroups;
-      float a = acc[r] * corr[i];
-      for (int j = 0; j < nk; ++j) a += ps[i * kLdS + j] * vs[j * kLd<D> + col];
-      acc[r] = a;
-    }
-  }
-  __syncthreads();
-
-  // Normalise; a query with no visible key has l = 0: zeros and lse = -inf.
-  T* o = static_cast<T*>(out.data) + b * out.sb + h * out.sh;
-#pragma unroll
-  for (int r = 0; r < kRowsPerThread; ++r) {
-    const int i = row0 + r * kRowGroups;
-    if (i < nq) {
-      const float l = row_l[i];
-      o[(t0 + i) * out.sl + int64_t(col) * out.sd] = T(l > 0.0f ? acc[r] / l : 0.0f);
-    }
-  }
-  if (tid < nq) {
-    const float l = row_l[tid];
-    float* ls = static_cast<float*>(lse.data) + b * lse.sb + h * lse.sh;
-    ls[(t0 + tid) * lse.st] = l > 0.0f ? row_m[tid] + logf(l) : kNegInf;
-  }
+  forward_body<T, D>(p, q, k, v, out, lse, q_tiles, blockIdx.x, threadIdx.x, smem);
 }
 
 template <typename T, int D>

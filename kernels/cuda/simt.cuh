@@ -17,9 +17,11 @@
 #if defined(__CUDACC__)
 #define TS_SIMT __device__ __forceinline__
 #define TS_UNROLL _Pragma("unroll")
+#define TS_UNROLL8 _Pragma("unroll 8")
 #else
 #define TS_SIMT inline
 #define TS_UNROLL
+#define TS_UNROLL8
 #endif
 
 namespace tessera::simt {

@@ -1,16 +1,18 @@
-// The tensor-core attention kernels (kernels/cuda/attention_mma_body.cuh) under the SIMT emulator
-// against the CPU kernel on the same f16/bf16 inputs: output, lse and the three gradients, head
-// dims 32/64/128, sizes that are not multiples of the 64-row tiles, T != S both ways, causal,
-// padding masks with fully masked rows, dropout (the CPU's philox mask), a scale override, and
-// dense, permuted and column-major views (the 16-byte and the element-wise tile loaders). The same
-// kernels run on a GPU in tests/kernels/cuda/attention_test.cc; here they run on any machine.
-#include <algorithm>
+// The CUDA attention kernels under the SIMT emulator against the CPU kernel on the same inputs:
+// the tensor-core kernels (kernels/cuda/attention_mma_body.cuh, f16/bf16) and the f32-FMA kernels
+// (attention_fma_body.cuh, any dtype), with the backward's row pass; output, lse and the three
+// gradients, head dims 32/64/128, sizes that are not multiples of the tiles, T != S both ways,
+// causal, padding masks with fully masked rows, dropout (the CPU's philox mask), a scale override,
+// and dense, permuted and column-major views (the 16-byte and the element-wise tile loaders). The
+// same kernels run on a GPU in tests/kernels/cuda/attention_test.cc.
 #include <catch2/catch.hpp>
+
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "core/factory.h"
+#include "kernels/cuda/attention_fma_body.cuh"
 #include "kernels/cuda/attention_mma_body.cuh"
 #include "kernels/cuda/attention_row_stats_body.cuh"
 #include "kernels/kernels.h"
@@ -27,22 +29,49 @@ using namespace testing::attention;
 
 int64_t tiles(int64_t n) { return (n + attention_mma::kTile - 1) / attention_mma::kTile; }
 
-// Calls fn.template operator()<T, D>() for the case's dtype and head dim.
-template <typename Fn>
+// The kernels a case runs: the tensor-core ones (16-bit inputs) or the f32-FMA ones (any dtype;
+// 16-bit inputs reach them on a GPU with TESSERA_ATTENTION_TENSOR_CORES=0).
+enum class Path { tensor_cores, fma };
+
+// Calls fn.template operator()<T, D>() for the case's dtype and head dim (f32 only on the FMA path:
+// the tensor-core bodies do not instantiate for it).
+template <bool kWithF32, typename Fn>
 void dispatch(const Case& c, Fn&& fn) {
   auto by_dim = [&]<typename T>() {
     if (c.D == 32) return fn.template operator()<T, 32>();
     if (c.D == 64) return fn.template operator()<T, 64>();
     return fn.template operator()<T, 128>();
   };
+  if constexpr (kWithF32) {
+    if (c.dtype == DType::f32) return by_dim.template operator()<float>();
+  }
   if (c.dtype == DType::f16) return by_dim.template operator()<Half>();
   return by_dim.template operator()<BFloat16>();
 }
 
-void emulated_forward(const Case& c, const attention_detail::Problem& p, const Tensor& q,
+int64_t fma_tiles(int64_t n) {
+  return (n + attention_detail::kBlockQ - 1) / attention_detail::kBlockQ;
+}
+
+void emulated_forward_fma(const Case& c, const attention_detail::Problem& p, const Tensor& q,
+                          const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse) {
+  using namespace attention_detail;
+  dispatch<true>(c, [&]<typename T, int D>() {
+    const int64_t q_tiles = fma_tiles(p.T);
+    simt::emulate(p.B * p.H * q_tiles, kThreads, forward_shared_floats<D>() * sizeof(float),
+                  [&](int64_t block, int tid, unsigned char* shared) {
+                    forward_body<T, D>(p, operand(q), operand(k), operand(v), operand(out),
+                                       row_operand(lse), q_tiles, block, tid,
+                                       reinterpret_cast<float*>(shared));
+                  });
+  });
+}
+
+void emulated_forward(const Case& c, Path path, const attention_detail::Problem& p, const Tensor& q,
                       const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse) {
   using attention_detail::operand;
-  dispatch(c, [&]<typename T, int D>() {
+  if (path == Path::fma) return emulated_forward_fma(c, p, q, k, v, out, lse);
+  dispatch<false>(c, [&]<typename T, int D>() {
     using F = attention_mma::Forward<T, D>;
     const int64_t q_tiles = tiles(p.T);
     simt::emulate(p.B * p.H * q_tiles, attention_mma::kThreads, F::kSharedBytes,
@@ -53,14 +82,14 @@ void emulated_forward(const Case& c, const attention_detail::Problem& p, const T
   });
 }
 
-void emulated_backward(const Case& c, const attention_detail::Problem& p, const Tensor& q,
-                       const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                       const Tensor& grad_out, const Tensor& grad_q, const Tensor& grad_k,
-                       const Tensor& grad_v) {
+void emulated_backward(const Case& c, Path path, const attention_detail::Problem& p,
+                       const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                       const Tensor& lse, const Tensor& grad_out, const Tensor& grad_q,
+                       const Tensor& grad_k, const Tensor& grad_v) {
   using attention_detail::operand;
   // The row pass of attention_backward.cu: delta = rowsum(dO * O), lse_use = lse or +inf.
   std::vector<float> delta(size_t(p.B * p.H * p.T)), lse_use(delta.size());
-  dispatch(c, [&]<typename T, int>() {
+  dispatch<true>(c, [&]<typename T, int>() {
     simt::emulate(attention_detail::row_stats_blocks(p), attention_detail::kThreads, 0,
                   [&](int64_t block, int tid, unsigned char*) {
                     attention_detail::row_stats<T>(p, operand(out), operand(grad_out),
@@ -68,7 +97,27 @@ void emulated_backward(const Case& c, const attention_detail::Problem& p, const 
                                                    lse_use.data(), block, tid);
                   });
   });
-  dispatch(c, [&]<typename T, int D>() {
+  if (path == Path::fma) {
+    using namespace attention_detail;
+    dispatch<true>(c, [&]<typename T, int D>() {
+      const size_t bytes = backward_shared_floats<D>() * sizeof(float);
+      const int64_t k_tiles = fma_tiles(p.S), q_tiles = fma_tiles(p.T);
+      simt::emulate(
+          p.B * p.H * k_tiles, kThreads, bytes, [&](int64_t block, int tid, unsigned char* shared) {
+            dkdv_body<T, D>(p, operand(q), operand(k), operand(v), operand(grad_out), delta.data(),
+                            lse_use.data(), operand(grad_k), operand(grad_v), k_tiles, block, tid,
+                            reinterpret_cast<float*>(shared));
+          });
+      simt::emulate(p.B * p.H * q_tiles, kThreads, bytes,
+                    [&](int64_t block, int tid, unsigned char* shared) {
+                      dq_body<T, D>(p, operand(q), operand(k), operand(v), operand(grad_out),
+                                    delta.data(), lse_use.data(), operand(grad_q), q_tiles, block,
+                                    tid, reinterpret_cast<float*>(shared));
+                    });
+    });
+    return;
+  }
+  dispatch<false>(c, [&]<typename T, int D>() {
     using KV = attention_mma::BackwardKV<T, D>;
     using Q = attention_mma::BackwardQ<T, D>;
     const int64_t k_tiles = tiles(p.S), q_tiles = tiles(p.T);
@@ -86,8 +135,8 @@ void emulated_backward(const Case& c, const attention_detail::Problem& p, const 
   });
 }
 
-void run_case(const Case& c) {
-  INFO(name_of(c));
+void run_case(const Case& c, Path path = Path::tensor_cores) {
+  INFO(name_of(c) << (path == Path::fma ? " (FMA kernels)" : " (tensor cores)"));
   AttentionOptions o;
   o.causal = c.causal;
   o.scale = c.scale;
@@ -107,7 +156,7 @@ void run_case(const Case& c) {
   // Garbage first: the kernels must write every element.
   const Tensor out_e = full({c.B, c.H, c.T, c.D}, 7.0, {.dtype = c.dtype});
   const Tensor lse_e = full({c.B, c.H, c.T}, 7.0, {.dtype = DType::f32});
-  emulated_forward(c, p, q, k, v, out_e, lse_e);
+  emulated_forward(c, path, p, q, k, v, out_e, lse_e);
   require_near(out_e, out, c.dtype, "out");
   {
     INFO("lse");
@@ -121,7 +170,7 @@ void run_case(const Case& c) {
   const Tensor dq_e = full(q.shape(), 3.0, {.dtype = c.dtype}),
                dk_e = full(k.shape(), 3.0, {.dtype = c.dtype}),
                dv_e = full(v.shape(), 3.0, {.dtype = c.dtype});
-  emulated_backward(c, p, q, k, v, out, lse, go, dq_e, dk_e, dv_e);
+  emulated_backward(c, path, p, q, k, v, out, lse, go, dq_e, dk_e, dv_e);
   require_near(dq_e, dq, c.dtype, "grad_q");
   require_near(dk_e, dk, c.dtype, "grad_k");
   require_near(dv_e, dv, c.dtype, "grad_v");
@@ -178,4 +227,49 @@ TEST_CASE("tensor-core attention (emulated): strided and column-major views", "[
             .column_major = true});
   run_case(
       {.B = 1, .H = 1, .T = 65, .S = 80, .D = 128, .dtype = DType::bf16, .column_major = true});
+}
+
+TEST_CASE("f32-FMA attention (emulated) matches the CPU: f32 and 16-bit inputs",
+          "[simt][attention]") {
+  run_case({.B = 2, .H = 2, .T = 37, .S = 37, .D = 64, .dtype = DType::f32, .causal = true},
+           Path::fma);
+  run_case({.B = 3,
+            .H = 1,
+            .T = 45,
+            .S = 70,
+            .D = 32,
+            .dtype = DType::f32,
+            .mask = true,
+            .dropout = 0.2f},
+           Path::fma);
+  run_case({.B = 1,
+            .H = 1,
+            .T = 70,
+            .S = 45,
+            .D = 128,
+            .dtype = DType::f32,
+            .causal = true,
+            .scale = 0.3f},
+           Path::fma);
+  run_case({.B = 2,
+            .H = 2,
+            .T = 29,
+            .S = 31,
+            .D = 32,
+            .dtype = DType::f32,
+            .causal = true,
+            .mask = true,
+            .column_major = true},
+           Path::fma);
+  run_case({.B = 1,
+            .H = 2,
+            .T = 33,
+            .S = 65,
+            .D = 64,
+            .dtype = DType::bf16,
+            .causal = true,
+            .dropout = 0.1f,
+            .strided = true},
+           Path::fma);
+  run_case({.B = 1, .H = 1, .T = 1, .S = 1, .D = 32, .dtype = DType::f16}, Path::fma);
 }
