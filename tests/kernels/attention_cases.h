@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/factory.h"
+#include "kernels/kernels.h"
 #include "tests/testing/compare.h"
 
 namespace tessera::testing::attention {
@@ -74,6 +75,65 @@ inline void require_near(const Tensor& got, const Tensor& ref, DType dtype,
   INFO(what);
   const double tol = relative_tolerance(dtype);
   require_close(got, ref, tol, tol * scale);
+}
+
+inline kernels::AttentionOptions options_of(const Case& c) {
+  kernels::AttentionOptions o;
+  o.causal = c.causal;
+  o.scale = c.scale;
+  o.dropout_p = c.dropout;
+  o.seed = 1234;
+  o.offset = 77;
+  return o;
+}
+
+// A case's inputs on one device (the same values on every device).
+struct Inputs {
+  Tensor q, k, v, grad_out, mask;
+};
+
+inline Inputs make_inputs(const Case& c, Device device = kCPU) {
+  return {head_input(c, c.T, 1, device), head_input(c, c.S, 2, device),
+          head_input(c, c.S, 3, device), head_input(c, c.T, 4, device),
+          c.mask ? padding_mask(c).to(device) : Tensor()};
+}
+
+// The CPU kernel's results on CPU inputs: out and lse, and the gradients from that forward (the
+// kernels under test get the same out and lse, so a backward comparison sees only the backward).
+struct Results {
+  Tensor out, lse, grad_q, grad_k, grad_v;
+};
+
+inline Results cpu_results(const Case& c, const Inputs& in) {
+  const kernels::AttentionOptions o = options_of(c);
+  const TensorOptions dt{.dtype = c.dtype};
+  Results r{empty({c.B, c.H, c.T, c.D}, dt), empty({c.B, c.H, c.T}, {.dtype = DType::f32}),
+            empty(in.q.shape(), dt), empty(in.k.shape(), dt), empty(in.v.shape(), dt)};
+  kernels::attention_forward(in.q, in.k, in.v, in.mask, o, r.out, r.lse);
+  kernels::attention_backward(in.q, in.k, in.v, r.out, r.lse, in.grad_out, in.mask, o, r.grad_q,
+                              r.grad_k, r.grad_v);
+  return r;
+}
+
+// Outputs for the kernels under test on `device`, filled with garbage: kernels must write (not
+// accumulate into) every element.
+inline Results garbage_results(const Case& c, Device device) {
+  const TensorOptions dt{.dtype = c.dtype, .device = device};
+  return {full({c.B, c.H, c.T, c.D}, 7.0, dt),
+          full({c.B, c.H, c.T}, 7.0, {.dtype = DType::f32, .device = device}),
+          full({c.B, c.H, c.T, c.D}, 3.0, dt), full({c.B, c.H, c.S, c.D}, 3.0, dt),
+          full({c.B, c.H, c.S, c.D}, 3.0, dt)};
+}
+
+inline void require_matches(const Case& c, const Results& got, const Results& ref) {
+  require_near(got.out, ref.out, c.dtype, "out");
+  {
+    INFO("lse");
+    require_close(got.lse, ref.lse, 1e-5, 1e-5);
+  }
+  require_near(got.grad_q, ref.grad_q, c.dtype, "grad_q");
+  require_near(got.grad_k, ref.grad_k, c.dtype, "grad_k");
+  require_near(got.grad_v, ref.grad_v, c.dtype, "grad_v");
 }
 
 }  // namespace tessera::testing::attention

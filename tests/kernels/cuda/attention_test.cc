@@ -23,47 +23,14 @@ using namespace testing::attention;
 void run_case(const Case& c) {
   INFO(name_of(c));
   const Device gpu = cuda_device();
-  AttentionOptions o;
-  o.causal = c.causal;
-  o.scale = c.scale;
-  o.dropout_p = c.dropout;
-  o.seed = 1234;
-  o.offset = 77;
-
-  const Tensor mask = c.mask ? padding_mask(c) : Tensor();
-  const Tensor q = head_input(c, c.T, 1, kCPU), k = head_input(c, c.S, 2, kCPU),
-               v = head_input(c, c.S, 3, kCPU);
-  const Tensor go = head_input(c, c.T, 4, kCPU);
-  const Tensor qg = head_input(c, c.T, 1, gpu), kg = head_input(c, c.S, 2, gpu),
-               vg = head_input(c, c.S, 3, gpu);
-  const Tensor gog = head_input(c, c.T, 4, gpu);
-  const Tensor maskg = c.mask ? mask.to(gpu) : Tensor();
-
-  // Forward.
-  const Tensor out = empty({c.B, c.H, c.T, c.D}, {.dtype = c.dtype});
-  const Tensor lse = empty({c.B, c.H, c.T}, {.dtype = DType::f32});
-  kernels::attention_forward(q, k, v, mask, o, out, lse);
-  const Tensor outg = empty({c.B, c.H, c.T, c.D}, {.dtype = c.dtype, .device = gpu});
-  const Tensor lseg = empty({c.B, c.H, c.T}, {.dtype = DType::f32, .device = gpu});
-  kernels::attention_forward(qg, kg, vg, maskg, o, outg, lseg);
-  require_near(outg, out, c.dtype, "out");
-  {
-    INFO("lse");
-    testing::require_close(lseg, lse, 1e-5, 1e-5);
-  }
-
-  // Backward from the same (CPU) forward results, so the comparison sees only the backward.
-  const Tensor dq = empty(q.shape(), {.dtype = c.dtype}), dk = empty(k.shape(), {.dtype = c.dtype}),
-               dv = empty(v.shape(), {.dtype = c.dtype});
-  kernels::attention_backward(q, k, v, out, lse, go, mask, o, dq, dk, dv);
-  const TensorOptions on_gpu{.dtype = c.dtype, .device = gpu};
-  // Garbage in the gradients first: the kernels must overwrite, not accumulate.
-  const Tensor dqg = full(q.shape(), 3.0, on_gpu), dkg = full(k.shape(), 3.0, on_gpu),
-               dvg = full(v.shape(), 3.0, on_gpu);
-  kernels::attention_backward(qg, kg, vg, out.to(gpu), lse.to(gpu), gog, maskg, o, dqg, dkg, dvg);
-  require_near(dqg, dq, c.dtype, "grad_q");
-  require_near(dkg, dk, c.dtype, "grad_k");
-  require_near(dvg, dv, c.dtype, "grad_v");
+  const kernels::AttentionOptions o = options_of(c);
+  const Results ref = cpu_results(c, make_inputs(c));
+  const Inputs in = make_inputs(c, gpu);
+  const Results got = garbage_results(c, gpu);
+  kernels::attention_forward(in.q, in.k, in.v, in.mask, o, got.out, got.lse);
+  kernels::attention_backward(in.q, in.k, in.v, ref.out.to(gpu), ref.lse.to(gpu), in.grad_out,
+                              in.mask, o, got.grad_q, got.grad_k, got.grad_v);
+  require_matches(c, got, ref);
 }
 
 }  // namespace

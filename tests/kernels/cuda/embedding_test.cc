@@ -6,6 +6,7 @@
 
 #include "core/factory.h"
 #include "kernels/kernels.h"
+#include "tests/kernels/embedding_cases.h"
 #include "tests/testing/compare.h"
 #include "tests/testing/cuda.h"
 
@@ -16,27 +17,10 @@ namespace {
 
 Tensor gpu(const Tensor& t) { return t.to(cuda_device()); }
 
-Shape with_channels(Shape s, int64_t C) {
-  s.push_back(C);
-  return s;
-}
+using namespace testing::embedding;
 
-// ids of `shape` in [0, V) where most positions hit a few hot ids.
-Tensor skewed_ids(const Shape& shape, int64_t V, DType dt, uint64_t seed) {
-  Generator gen(seed);
-  const Tensor hot = randint(0, std::min<int64_t>(V, 4), shape, {.dtype = DType::i64}, &gen);
-  const Tensor any = randint(0, V, shape, {.dtype = DType::i64}, &gen);
-  const Tensor pick = randint(0, 3, shape, {.dtype = DType::i64}, &gen);
-  Tensor ids = empty(shape, {.dtype = DType::i64});
-  const int64_t* h = hot.data<int64_t>();
-  const int64_t* a = any.data<int64_t>();
-  const int64_t* p = pick.data<int64_t>();
-  int64_t* o = ids.data<int64_t>();
-  for (int64_t i = 0; i < ids.numel(); ++i) o[i] = p[i] == 0 ? a[i] : h[i];
-  return ids.to(dt);
-}
-
-void run_backward(const Shape& id_shape, int64_t V, int64_t C, DType g_dt, DType w_dt, DType id_dt) {
+void run_backward(const Shape& id_shape, int64_t V, int64_t C, DType g_dt, DType w_dt,
+                  DType id_dt) {
   INFO("ids " << shape_str(id_shape) << " V " << V << " C " << C << " grad " << dtype_name(g_dt)
               << " weight " << dtype_name(w_dt) << " ids " << dtype_name(id_dt));
   Generator gen(5);

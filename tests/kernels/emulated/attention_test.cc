@@ -6,7 +6,6 @@
 // and dense, permuted and column-major views (the 16-byte and the element-wise tile loaders). The
 // same kernels run on a GPU in tests/kernels/cuda/attention_test.cc.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <string>
 #include <vector>
@@ -137,43 +136,16 @@ void emulated_backward(const Case& c, Path path, const attention_detail::Problem
 
 void run_case(const Case& c, Path path = Path::tensor_cores) {
   INFO(name_of(c) << (path == Path::fma ? " (FMA kernels)" : " (tensor cores)"));
-  AttentionOptions o;
-  o.causal = c.causal;
-  o.scale = c.scale;
-  o.dropout_p = c.dropout;
-  o.seed = 1234;
-  o.offset = 77;
-  const Tensor mask = c.mask ? padding_mask(c) : Tensor();
-  const Tensor q = head_input(c, c.T, 1), k = head_input(c, c.S, 2), v = head_input(c, c.S, 3);
-  const Tensor go = head_input(c, c.T, 4);
-  const attention_detail::Problem p = attention_detail::resolve_problem("test", q, k, v, mask, o);
-  REQUIRE(attention_detail::operand(q).rows16 ==
-          !c.column_major);  // the loader the case means to test
-
-  const Tensor out = empty({c.B, c.H, c.T, c.D}, {.dtype = c.dtype});
-  const Tensor lse = empty({c.B, c.H, c.T}, {.dtype = DType::f32});
-  kernels::attention_forward(q, k, v, mask, o, out, lse);
-  // Garbage first: the kernels must write every element.
-  const Tensor out_e = full({c.B, c.H, c.T, c.D}, 7.0, {.dtype = c.dtype});
-  const Tensor lse_e = full({c.B, c.H, c.T}, 7.0, {.dtype = DType::f32});
-  emulated_forward(c, path, p, q, k, v, out_e, lse_e);
-  require_near(out_e, out, c.dtype, "out");
-  {
-    INFO("lse");
-    testing::require_close(lse_e, lse, 1e-5, 1e-5);
-  }
-
-  // Backward from the CPU's forward results, so the comparison sees only the backward.
-  const Tensor dq = empty(q.shape(), {.dtype = c.dtype}), dk = empty(k.shape(), {.dtype = c.dtype}),
-               dv = empty(v.shape(), {.dtype = c.dtype});
-  kernels::attention_backward(q, k, v, out, lse, go, mask, o, dq, dk, dv);
-  const Tensor dq_e = full(q.shape(), 3.0, {.dtype = c.dtype}),
-               dk_e = full(k.shape(), 3.0, {.dtype = c.dtype}),
-               dv_e = full(v.shape(), 3.0, {.dtype = c.dtype});
-  emulated_backward(c, path, p, q, k, v, out, lse, go, dq_e, dk_e, dv_e);
-  require_near(dq_e, dq, c.dtype, "grad_q");
-  require_near(dk_e, dk, c.dtype, "grad_k");
-  require_near(dv_e, dv, c.dtype, "grad_v");
+  const Inputs in = make_inputs(c);
+  const attention_detail::Problem p =
+      attention_detail::resolve_problem("test", in.q, in.k, in.v, in.mask, options_of(c));
+  REQUIRE(attention_detail::operand(in.q).rows16 == !c.column_major);  // the loader meant
+  const Results ref = cpu_results(c, in);
+  const Results got = garbage_results(c, kCPU);
+  emulated_forward(c, path, p, in.q, in.k, in.v, got.out, got.lse);
+  emulated_backward(c, path, p, in.q, in.k, in.v, ref.out, ref.lse, in.grad_out, got.grad_q,
+                    got.grad_k, got.grad_v);
+  require_matches(c, got, ref);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "core/factory.h"
 #include "kernels/cuda/embedding_body.cuh"
 #include "kernels/kernels.h"
+#include "tests/kernels/embedding_cases.h"
 #include "tests/testing/compare.h"
 #include "tests/testing/simt_emulator.h"
 
@@ -18,25 +19,7 @@ using namespace tessera;
 namespace eb = tessera::kernels::cuda::embedding_body;
 using eb::u64;
 
-Shape with_channels(Shape s, int64_t C) {
-  s.push_back(C);
-  return s;
-}
-
-// ids of `shape` in [0, V) where most positions hit a few hot ids (as the GPU test draws them).
-Tensor skewed_ids(const Shape& shape, int64_t V, DType dt, uint64_t seed) {
-  Generator gen(seed);
-  const Tensor hot = randint(0, std::min<int64_t>(V, 4), shape, {.dtype = DType::i64}, &gen);
-  const Tensor any = randint(0, V, shape, {.dtype = DType::i64}, &gen);
-  const Tensor pick = randint(0, 3, shape, {.dtype = DType::i64}, &gen);
-  Tensor ids = empty(shape, {.dtype = DType::i64});
-  const int64_t* h = hot.data<int64_t>();
-  const int64_t* a = any.data<int64_t>();
-  const int64_t* p = pick.data<int64_t>();
-  int64_t* o = ids.data<int64_t>();
-  for (int64_t i = 0; i < ids.numel(); ++i) o[i] = p[i] == 0 ? a[i] : h[i];
-  return ids.to(dt);
-}
+using namespace testing::embedding;
 
 template <typename Fn>
 void dispatch_ids(DType dt, Fn&& fn) {
