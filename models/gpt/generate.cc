@@ -63,7 +63,8 @@ Tensor GPT::generate(const Tensor& ids, int64_t max_new_tokens, double temperatu
   for (int64_t step = 0; step < max_new_tokens; ++step) {
     const int64_t t = out.size(1), window = std::min(t, config_.context_length);
     Tensor logits = forward(out.narrow(1, t - window, window));        // (B, W, V)
-    Tensor last = logits.select(1, window - 1).to(kCPU).contiguous();  // (B, V)
+    // f32 on the CPU whatever the model's dtype and device (a bf16/f16 model gives 16-bit logits).
+    Tensor last = logits.select(1, window - 1).to(kCPU).to(DType::f32).contiguous();  // (B, V)
     const float* rows = last.data<float>();
     std::vector<double> draws(size_t(b), 0.0);
     if (temperature > 0.0) {

@@ -8,13 +8,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <set>
 #include <vector>
 
-#include "core/logging.h"
 #include "models/io/atomic_file.h"
 
 namespace tessera::io {
@@ -207,33 +207,68 @@ CheckpointContents load_checkpoint(const std::string& dir, const CheckpointLoadO
   out.state = state["state"];
   out.model = read_tensors((fs::path(dir) / kModelFile).string(), state["files"][kModelFile],
                            options.verify_checksums);
-  out.optimizer = read_tensors((fs::path(dir) / kOptimizerFile).string(),
-                               state["files"][kOptimizerFile], options.verify_checksums);
+  if (options.load_optimizer) {
+    out.optimizer = read_tensors((fs::path(dir) / kOptimizerFile).string(),
+                                 state["files"][kOptimizerFile], options.verify_checksums);
+  }
+  return out;
+}
+
+namespace {
+
+// The step of a "step-<digits>" name, or -1 for any other name.
+int64_t step_of(const std::string& name) {
+  if (name.size() <= 5 || name.size() > 5 + 18 || name.compare(0, 5, "step-") != 0) return -1;
+  if (name.find_first_not_of("0123456789", 5) != std::string::npos) return -1;
+  return std::stoll(name.substr(5));
+}
+
+// True for "step-<digits>.tmp-*" and "step-<digits>.old-*": what save_checkpoint leaves when it is
+// interrupted.
+bool is_save_temporary(const std::string& name) {
+  for (const char* mark : {".tmp-", ".old-"}) {
+    const size_t at = name.find(mark);
+    if (at != std::string::npos && step_of(name.substr(0, at)) >= 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<CheckpointEntry> list_checkpoints(const std::string& root) {
+  std::vector<CheckpointEntry> out;
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return out;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const int64_t step = step_of(e.path().filename().string());
+    if (step >= 0 && e.is_directory(ec)) out.push_back({step, e.path().string()});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const CheckpointEntry& a, const CheckpointEntry& b) { return a.step < b.step; });
   return out;
 }
 
 std::optional<std::string> latest_checkpoint(const std::string& root) {
+  const std::vector<CheckpointEntry> all = list_checkpoints(root);
+  if (all.empty()) return std::nullopt;
+  const std::string& latest = all.back().path;
+  read_state((fs::path(latest) / kStateFile).string());  // throws naming the damaged file
+  return latest;
+}
+
+std::vector<std::string> remove_stale_temporaries(const std::string& root) {
+  std::vector<std::string> removed;
   std::error_code ec;
-  if (!fs::is_directory(root, ec)) return std::nullopt;
-  std::optional<std::string> best;
-  int64_t best_step = -1;
+  if (!fs::is_directory(root, ec)) return removed;
   for (const auto& e : fs::directory_iterator(root, ec)) {
-    std::string name = e.path().filename().string();
-    if (name.size() <= 5 || name.compare(0, 5, "step-") != 0 || name.size() > 5 + 18) continue;
-    if (name.find_first_not_of("0123456789", 5) != std::string::npos) continue;
-    if (!e.is_directory(ec)) continue;
-    int64_t step = std::stoll(name.substr(5));
-    if (step <= best_step) continue;
-    try {
-      read_state((e.path() / kStateFile).string());
-    } catch (const ValueError& err) {
-      TS_LOG_WARN("latest_checkpoint: skipping {}: {}", e.path().string(), err.what());
-      continue;
-    }
-    best_step = step;
-    best = e.path().string();
+    if (!is_save_temporary(e.path().filename().string())) continue;
+    std::error_code rm;
+    fs::remove_all(e.path(), rm);
+    TS_CHECK(!rm, kOp, e.path().string(), ": cannot remove this interrupted save: ", rm.message());
+    removed.push_back(e.path().string());
   }
-  return best;
+  std::sort(removed.begin(), removed.end());
+  return removed;
 }
 
 }  // namespace tessera::io

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "models/io/safetensors.h"
 
@@ -24,6 +25,8 @@ struct CheckpointLoadOptions {
   // Recompute every tensor's checksum and compare with the manifest (one pass over the bytes):
   // catches bit flips the structural checks of the safetensors reader cannot see.
   bool verify_checksums = true;
+  // Read optimizer.safetensors too (eval and generate need only the weights and the state).
+  bool load_optimizer = true;
 };
 
 // Writes the three files into a fresh sibling "<dir>.tmp-XXXXXX" (each file fsynced, state.json
@@ -42,9 +45,25 @@ CheckpointContents load_checkpoint(const std::string& dir,
 // "<root>/step-00000100": the directory name latest_checkpoint() looks for.
 std::string checkpoint_dir(const std::string& root, int64_t step);
 
-// The complete checkpoint with the highest step under `root` ("step-<digits>" directories whose
-// state.json parses as a checkpoint manifest), or nullopt when there is none (or no root).
+struct CheckpointEntry {
+  int64_t step = 0;
+  std::string path;  // "<root>/step-<digits>"
+};
+
+// The "step-<digits>" directories under `root`, by step (none when root is missing). Temporaries
+// of interrupted saves ("step-N.tmp-*", "step-N.old-*") are not checkpoints and are not listed.
+std::vector<CheckpointEntry> list_checkpoints(const std::string& root);
+
+// The checkpoint with the highest step under `root`, or nullopt when there is none (or no root).
+// A latest checkpoint whose state.json is missing or not a checkpoint manifest throws ValueError
+// naming the file: falling back to an older step silently would resume the wrong run (the caller
+// may still pick an earlier step explicitly).
 std::optional<std::string> latest_checkpoint(const std::string& root);
+
+// Deletes the temporaries interrupted saves left under `root` ("step-N.tmp-*", "step-N.old-*";
+// each may hold a whole model and optimizer) and returns their paths. Call it only while no other
+// process writes checkpoints under root (hold its DirectoryLock).
+std::vector<std::string> remove_stale_temporaries(const std::string& root);
 
 // 64-bit checksum of a byte range (not cryptographic; detects corruption), as 16 hex digits.
 std::string checksum_hex(const void* data, size_t nbytes);

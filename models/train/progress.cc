@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "models/io/atomic_file.h"
 
 namespace tessera::train {
 
@@ -157,6 +158,20 @@ void Progress::write_metrics(const nlohmann::json& record) {
   if (!metrics_) return;
   *metrics_ << record.dump() << "\n";
   metrics_->flush();
+}
+
+void truncate_metrics(const std::string& path, int64_t step) {
+  std::ifstream in(path);
+  if (!in.good()) return;
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (record.is_object() && record.contains("step") && record["step"].is_number_integer() &&
+        record["step"].get<int64_t>() <= step)
+      kept += line + "\n";
+  }
+  in.close();
+  io::write_file_atomic(path, kept);
 }
 
 }  // namespace tessera::train

@@ -69,4 +69,8 @@ class Progress {
   bool line_open_ = false;
 };
 
+// A resumed run's metrics file: keeps the records of steps <= `step` (those the checkpoint holds),
+// drops the later ones the interrupted run wrote (and a torn last line), atomically. No file: no-op.
+void truncate_metrics(const std::string& path, int64_t step);
+
 }  // namespace tessera::train

@@ -1,6 +1,7 @@
 // Reading the training configuration: file, overrides and the strict schema (see train_config.h).
 #include "models/train/train_config.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -73,6 +74,7 @@ void read_precision(const json& j, TrainConfig& c) {
   o.growth_interval = s.integer("growth_interval", o.growth_interval, 1);
   o.min_scale = s.number("min_scale", o.min_scale, 0.0);
   s.done();
+  c.precision.skip_limit = r.integer("skip_limit", c.precision.skip_limit, 0);
   r.done();
 }
 
@@ -154,7 +156,14 @@ void read_checkpoint(const json& j, CheckpointSection& c) {
   c.every = r.integer("every", c.every, 0);
   c.resume = r.boolean("resume", c.resume);
   c.keep = r.integer("keep", c.keep, 0);
+  c.overwrite = r.boolean("overwrite", c.overwrite);
+  c.resume_step = r.integer("resume_step", c.resume_step, 0);
   r.done();
+  TS_CHECK(!c.overwrite || !c.resume, "config",
+           "checkpoint.overwrite deletes the checkpoints under checkpoint.dir, so it needs "
+           "checkpoint.resume false (set one of them)");
+  TS_CHECK(c.resume_step == 0 || c.resume, "config",
+           "checkpoint.resume_step needs checkpoint.resume true");
 }
 
 void read_logging(const json& j, LoggingSection& l) {
@@ -178,8 +187,28 @@ void read_optimizer(const json& j, TrainConfig& c) {
   c.schedule.lr = base_lr;
 }
 
+// A decaying schedule needs its decay to end after warmup: names the key the user set (train.steps
+// stands in for an absent schedule.total_steps) and the values that would work.
+void check_warmup_fits(const json& s, int64_t train_steps) {
+  if (!s.is_object()) return;
+  const json type = s.value("type", json("constant"));
+  const json warmup = s.value("warmup_steps", json(0));
+  if (!type.is_string() || type == "constant" || !warmup.is_number_integer()) return;
+  const bool total_given = s.contains("total_steps");
+  const json total = total_given ? s.at("total_steps") : json(train_steps);
+  if (!total.is_number_integer()) return;
+  const int64_t w = warmup.get<int64_t>(), t = total.get<int64_t>();
+  if (w < 0 || t > w) return;  // a negative warmup is the schedule's own error
+  const std::string key = total_given ? "schedule.total_steps" : "train.steps";
+  TS_FAIL("config", key, " (", t, ") must be greater than schedule.warmup_steps (", w, ") for a ",
+          type.get<std::string>(), " schedule, which decays from the end of warmup to ", key,
+          ": set ", key, " to more than ", w, " or schedule.warmup_steps to less than ", t,
+          total_given ? "" : " (or set schedule.type to constant)");
+}
+
 void read_schedule(const json& j, TrainConfig& c) {
   json s = j.is_null() ? json::object() : j;
+  check_warmup_fits(s, c.train.steps);
   if (s.is_object() && !s.contains("total_steps")) s["total_steps"] = c.train.steps;
   optim::LrSchedule schedule =
       within_section("schedule", [&] { return optim::LrSchedule::from_json(s, c.schedule.lr); });
@@ -257,6 +286,12 @@ std::string error_text(const std::exception& e) {
 }
 
 json read_config_file(const std::string& path) {
+  // An ifstream opens a directory without complaint and then reads nothing, which would be
+  // reported as invalid JSON.
+  std::error_code ec;
+  TS_CHECK(
+      !std::filesystem::is_directory(path, ec), "config", path,
+      ": is a directory, expected a JSON configuration file (e.g. tools/configs/gpt-tiny.json)");
   std::ifstream in(path);
   TS_CHECK(in.good(), "config", path, ": cannot open the file (does it exist?)");
   std::stringstream ss;

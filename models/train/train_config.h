@@ -30,6 +30,9 @@ struct PrecisionSection {
   std::string dtype =
       "f32";  // "f32", "bf16" (f32 master weights) or "f16" (+ dynamic loss scaling)
   optim::LossScalerOptions loss_scale;  // f16 only
+  // f16: this many steps in a row skipped by the loss scaler stop the run as diverged (0: never).
+  // Backing off from 2^16 to 1 takes 16; a high init_scale takes a few more.
+  int64_t skip_limit = 50;
 };
 
 struct TrainSection {
@@ -77,6 +80,10 @@ struct CheckpointSection {
   int64_t every = 0;   // save every N steps (and at the end); 0: only at the end (with a dir)
   bool resume = true;  // start from the latest checkpoint under dir when there is one
   int64_t keep = 0;    // keep the newest N checkpoints; 0: keep all
+  // With resume false, a dir that holds checkpoints is refused unless overwrite is true (then its
+  // checkpoints are deleted before the first save, so two runs never mix).
+  bool overwrite = false;
+  int64_t resume_step = 0;  // resume from step-N exactly (0: the latest, which must be intact)
 };
 
 struct LoggingSection {

@@ -1,7 +1,6 @@
 // Trainer checkpoint contents (see train_state.h).
 #include "models/train/train_state.h"
 
-#include <algorithm>
 #include <filesystem>
 #include <map>
 
@@ -90,18 +89,20 @@ TrainConfig checkpoint_config(const nlohmann::json& state, const std::string& di
   }
 }
 
-void prune_checkpoints(const std::string& root, int64_t keep) {
-  if (keep <= 0 || !fs::exists(root)) return;
-  std::vector<std::string> steps;
-  for (const auto& entry : fs::directory_iterator(root)) {
-    const std::string name = entry.path().filename().string();
-    if (entry.is_directory() && name.rfind("step-", 0) == 0 && name.size() > 5 &&
-        std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      steps.push_back(name);
-  }
-  std::sort(steps.begin(), steps.end());  // zero-padded: lexical order is step order
-  for (size_t i = 0; i + size_t(keep) < steps.size(); ++i)
-    fs::remove_all(fs::path(root) / steps[i]);
+std::vector<std::string> resume_differences(const TrainConfig& stored, const TrainConfig& now) {
+  std::vector<std::string> out;
+  auto compare = [&](const char* key, const auto& was, const auto& is) {
+    if (was != is) out.push_back(str_cat(key, " ", was, " -> ", is));
+  };
+  compare("train.seed", stored.train.seed, now.train.seed);
+  compare("train.batch_size", stored.train.batch_size, now.train.batch_size);
+  compare("train.micro_batch_size", stored.train.micro_batch_size, now.train.micro_batch_size);
+  compare("sequence length (train.seq_len)", stored.seq_len(), now.seq_len());
+  compare("precision.dtype", stored.precision.dtype, now.precision.dtype);
+  compare("data.path", "'" + stored.data.path + "'", "'" + now.data.path + "'");
+  auto text = [](bool b) { return std::string(b ? "true" : "false"); };
+  compare("data.shuffle", text(stored.data.shuffle), text(now.data.shuffle));
+  return out;
 }
 
 }  // namespace tessera::train

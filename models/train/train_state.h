@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "models/io/checkpoint.h"
 #include "models/nn/module.h"
@@ -37,7 +38,9 @@ std::string resolve_checkpoint_dir(const std::string& path);
 // The training configuration stored in a checkpoint's state (TrainConfig::from_json of it).
 TrainConfig checkpoint_config(const nlohmann::json& state, const std::string& dir);
 
-// Deletes all but the newest `keep` step-N checkpoints under root (keep 0: none deleted).
-void prune_checkpoints(const std::string& root, int64_t keep);
+// The settings that differ between a checkpoint's config and the resuming run's and break the
+// promise that a resumed run equals an uninterrupted one ("train.seed 1 -> 2", ...): seed, batch
+// and micro-batch size, sequence length, precision, training data and its shuffling.
+std::vector<std::string> resume_differences(const TrainConfig& stored, const TrainConfig& now);
 
 }  // namespace tessera::train

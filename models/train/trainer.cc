@@ -22,12 +22,15 @@
 #include "core/error.h"
 #include "core/factory.h"
 #include "core/parallel.h"
+#include "models/train/checkpoint_root.h"
+#include "models/train/interrupt.h"
 #include "models/train/progress.h"
 #include "models/train/task.h"
 #include "models/train/train_device.h"
 #include "models/train/train_state.h"
 #include "optim/clip_grad.h"
 #include "optim/make_optimizer.h"
+#include "optim/param_math.h"
 #include "parallel/comm/config_check.h"
 #include "parallel/data/data_parallel.h"
 #include "parallel/mesh/parallel_context.h"
@@ -55,25 +58,23 @@ void run_agreed(parallel::Communicator* comm, const std::function<void()>& fn) {
 
 namespace {
 
-// Rejects what the config asks for but this build cannot do yet, naming who brings it.
+// Rejects what the config asks for but this build cannot do yet.
 void check_supported(const TrainConfig& c) {
   const parallel::ParallelConfig& p = c.parallel;
   TS_CHECK(p.pipeline == 1, "config", "parallel.pipeline ", p.pipeline,
-           ": pipeline parallelism is not implemented yet (it arrives with the pipeline-parallel "
-           "issue; issue 4 brings data parallelism only); set parallel.pipeline to 1");
+           ": pipeline parallelism is not available in this version of Tessera (data parallelism "
+           "is); set parallel.pipeline to 1");
   TS_CHECK(p.tensor.size == 1, "config", "parallel.tensor.size ", p.tensor.size,
            ": tensor parallelism (", p.tensor.mode,
-           ") is not implemented yet (it arrives with the "
-           "tensor-parallel issue; issue 4 brings data parallelism only); set parallel.tensor.size "
-           "to 1");
+           ") is not available in this version of Tessera (data parallelism is); set "
+           "parallel.tensor.size to 1");
   TS_CHECK(p.sequence == 1, "config", "parallel.sequence ", p.sequence,
-           ": sequence parallelism is not implemented yet (it arrives with the sequence-parallel "
-           "issue; issue 4 brings data parallelism only); set parallel.sequence to 1");
-  TS_CHECK(
-      c.zero.stage == 0 && !c.zero.offload, "config", "zero.stage ", c.zero.stage,
-      c.zero.offload ? " with offload" : "",
-      ": the ZeRO optimizer and CPU offload are not implemented yet (they arrive with the ZeRO "
-      "issue); set zero.stage to 0 and zero.offload to false");
+           ": sequence parallelism is not available in this version of Tessera (data parallelism "
+           "is); set parallel.sequence to 1");
+  TS_CHECK(c.zero.stage == 0 && !c.zero.offload, "config", "zero.stage ", c.zero.stage,
+           c.zero.offload ? " with offload" : "",
+           ": the ZeRO optimizer and CPU offload are not available in this version of Tessera; "
+           "set zero.stage to 0 and zero.offload to false");
 }
 
 // Fills parallel.data when the config leaves it out, checks the layout against the world and
@@ -138,6 +139,10 @@ class Trainer {
   void setup();
   void resume(const std::string& dir);
   void save(int64_t step);
+  void check_finite_weights(int64_t step);
+  void check_skips(bool skipped, int64_t step);
+  int agreed_signal();
+  [[noreturn]] void stop_on_signal(int signal);
   double train_step(int64_t step, StepStats& stats);
   void evaluate(int64_t step);
   void header();
@@ -163,6 +168,10 @@ class Trainer {
   std::unique_ptr<optim::DynamicLossScaler> scaler_;
   std::unique_ptr<parallel::DataParallel> dp_;
   std::unique_ptr<Progress> progress_;
+  std::unique_ptr<CheckpointRoot> checkpoint_root_;  // rank 0 with a checkpoint.dir
+  std::optional<InterruptWatch> interrupts_;
+  std::vector<std::string> resume_notes_;  // settings changed since the checkpoint
+  int64_t skipped_in_a_row_ = 0;
   int64_t step_ = 0;
   int64_t units_seen_ = 0;
   std::string resumed_from_;
@@ -177,6 +186,14 @@ void Trainer::setup() {
     device_ = resolve_train_device(config_.train.device, world_ ? world_->rank() : 0);
   });
   set_threads(config_, world_size);
+  // Before any rank looks for a checkpoint: rank 0 locks checkpoint.dir (one run at a time),
+  // clears interrupted saves and refuses to mix a fresh run with an earlier one's checkpoints.
+  run_agreed(world_.get(), [&] {
+    if (!rank0() || config_.checkpoint.dir.empty()) return;
+    checkpoint_root_ = std::make_unique<CheckpointRoot>(config_.checkpoint, [&](const std::string& m) {
+      if (std::ostream* os = out()) *os << m << "\n";
+    });
+  });
   if (world_) {
     // Ranks holding different configurations would deadlock in mismatched collectives.
     parallel::check_same_config(*world_, config_.source.dump());
@@ -202,12 +219,13 @@ void Trainer::setup() {
     schedule_.emplace(config_.schedule);
     if (dtype == DType::f16)
       scaler_ = std::make_unique<optim::DynamicLossScaler>(config_.precision.loss_scale);
-    if (config_.checkpoint.resume && !config_.checkpoint.dir.empty()) {
-      if (auto latest = io::latest_checkpoint(config_.checkpoint.dir)) resume(*latest);
-    }
-    if (rank0() && !config_.logging.metrics.empty() && step_ == 0) {
-      std::error_code ec;  // a fresh run starts a fresh file
-      std::filesystem::remove(config_.logging.metrics, ec);
+    if (std::optional<std::string> dir = checkpoint_to_resume(config_.checkpoint)) resume(*dir);
+    if (rank0() && !config_.logging.metrics.empty()) {
+      std::error_code ec;  // a fresh run starts a fresh file; a resumed one drops what it redoes
+      if (step_ == 0)
+        std::filesystem::remove(config_.logging.metrics, ec);
+      else
+        truncate_metrics(config_.logging.metrics, step_);
     }
     progress_ = std::make_unique<Progress>(
         ProgressOptions{.out = config_.logging.progress ? out() : nullptr,
@@ -244,10 +262,30 @@ void Trainer::resume(const std::string& dir) {
     TS_FAIL("checkpoint", dir, ": cannot resume from it: ", error_text(e));
   }
   resumed_from_ = dir;
+  resume_notes_ = resume_differences(checkpoint_config(s, dir), TrainConfig::from_json(config_.source));
+}
+
+// A checkpoint of non-finite weights would replace good ones (checkpoint.keep), so a run whose
+// weights are inf or NaN stops instead; every rank checks its own copy and they agree.
+void Trainer::check_finite_weights(int64_t step) {
+  run_agreed(world_.get(), [&] {
+    for (const auto& [name, p] : task_->model().named_parameters()) {
+      TS_CHECK(optim::detail::all_finite(p), "train", "parameter '", name, "' holds inf or NaN after step ",
+               step, ": training diverged; not saving a checkpoint of it (the earlier checkpoints "
+               "are kept). Lower optimizer.lr or resume from an earlier checkpoint");
+    }
+    for (const Tensor& m : masters_->masters()) {
+      TS_CHECK(optim::detail::all_finite(m), "train", "the f32 master weights hold inf or NaN after step ",
+               step, ": training diverged; not saving a checkpoint of them (the earlier "
+               "checkpoints are kept). Lower optimizer.lr or resume from an earlier checkpoint");
+    }
+  });
 }
 
 void Trainer::save(int64_t step) {
-  if (!rank0() || config_.checkpoint.dir.empty()) return;
+  if (config_.checkpoint.dir.empty()) return;
+  check_finite_weights(step);
+  if (!rank0()) return;
   optim::OptimizerState opt = optimizer_->state_dict();
   io::CheckpointContents ck;
   ck.model = model_checkpoint_tensors(task_->model(), *masters_);
@@ -263,7 +301,7 @@ void Trainer::save(int64_t step) {
               {"units_seen", units_seen_}};
   const std::string dir = io::checkpoint_dir(config_.checkpoint.dir, step);
   io::save_checkpoint(dir, ck);
-  prune_checkpoints(config_.checkpoint.dir, config_.checkpoint.keep);
+  checkpoint_root_->prune();
   progress_->message("checkpoint saved: " + dir);
 }
 
@@ -285,15 +323,14 @@ double Trainer::train_step(int64_t step, StepStats& stats) {
   if (dp_) dp_->finish_gradient_sync();
   const double loss =
       sum_over_ranks(data_group(), {local_loss})[0] / double(accum_ * config_.parallel.data);
-  if (!scaler_) {
-    // Every rank holds the same averaged loss, so all fail together; rank 0 reports.
-    run_agreed(world_.get(), [&] {
-      TS_CHECK(
-          std::isfinite(loss), "train", "the loss is ", loss, " at step ", step + 1,
-          ": training diverged (lower optimizer.lr, set train.grad_clip, or use precision.dtype "
-          "f32); not training on garbage");
-    });
-  }
+  // Every rank holds the same averaged loss, so all fail together; rank 0 reports. The loss scaler
+  // cannot help here: the forward pass that made this loss does not depend on the scale.
+  run_agreed(world_.get(), [&] {
+    TS_CHECK(
+        std::isfinite(loss), "train", "the loss is ", loss, " at step ", step + 1,
+        ": training diverged (lower optimizer.lr, set train.grad_clip, or use precision.dtype "
+        "f32); not training on garbage");
+  });
   masters_->grads_to_master();
   const std::vector<Tensor>& params = masters_->masters();
   bool found_inf = false;
@@ -307,7 +344,7 @@ double Trainer::train_step(int64_t step, StepStats& stats) {
     });
   }
   if (scaler_)
-    scaler_->step(*optimizer_);
+    check_skips(!scaler_->step(*optimizer_), step + 1);
   else
     optimizer_->step();
   masters_->master_to_model();
@@ -326,6 +363,43 @@ double Trainer::train_step(int64_t step, StepStats& stats) {
   stats.current_bytes = memory.current_bytes;
   stats.memory_device = device_.str();
   return loss;
+}
+
+// f16: a step skipped for inf/NaN gradients is normal while the scale settles, but a long run of
+// them means the weights or activations no longer fit (every rank skips the same steps).
+void Trainer::check_skips(bool skipped, int64_t step) {
+  skipped_in_a_row_ = skipped ? skipped_in_a_row_ + 1 : 0;
+  const int64_t limit = config_.precision.skip_limit;
+  run_agreed(world_.get(), [&] {
+    TS_CHECK(limit == 0 || skipped_in_a_row_ < limit, "train", "the loss scaler skipped ",
+             skipped_in_a_row_, " steps in a row for inf/NaN gradients (steps ",
+             step - skipped_in_a_row_ + 1, "-", step, ", loss scale now ", scaler_->scale(),
+             "): training diverged (lower optimizer.lr, set train.grad_clip, or use "
+             "precision.dtype bf16); precision.skip_limit sets how many skips stop a run");
+  });
+}
+
+// The first signal any rank received (0: none), agreed so every rank stops after the same step.
+int Trainer::agreed_signal() {
+  if (!interrupts_) return 0;
+  int signal = interrupts_->signal();
+  if (world_ && world_->size() > 1) {
+    Tensor flag = from_vector<int32_t>({signal}, {1});
+    world_->all_reduce(flag, parallel::ReduceOp::max)->wait();
+    signal = flag.data<int32_t>()[0];
+  }
+  return signal;
+}
+
+void Trainer::stop_on_signal(int signal) {
+  std::string saved = "no checkpoint.dir is set, so nothing was saved";
+  if (!config_.checkpoint.dir.empty()) {
+    save(step_);
+    saved = "checkpoint saved: " + io::checkpoint_dir(config_.checkpoint.dir, step_) +
+            "; run the same command again to resume";
+  }
+  TS_FAIL("train", "stopped by ", signal_description(signal), " after step ", step_, " of ",
+          config_.train.steps, "; ", saved);
 }
 
 void Trainer::evaluate(int64_t step) {
@@ -356,10 +430,17 @@ void Trainer::header() {
       << "\n";
   if (!resumed_from_.empty())
     *os << "  resumed from " << resumed_from_ << " at step " << step_ << "\n";
+  if (!resume_notes_.empty()) {
+    *os << "  warning: changed since the checkpoint, so this run will not equal an uninterrupted "
+           "one:";
+    for (const std::string& note : resume_notes_) *os << "\n    " << note;
+    *os << "\n";
+  }
   os->flush();
 }
 
 TrainSummary Trainer::run() {
+  if (options_.handle_signals) interrupts_.emplace();
   setup();
   header();
   summary_.start_step = step_;
@@ -373,6 +454,7 @@ TrainSummary Trainer::run() {
     const bool last = step_ == config_.train.steps;
     if (config_.train.eval_every > 0 && step_ % config_.train.eval_every == 0 && !last)
       evaluate(step_);
+    if (const int signal = agreed_signal(); signal != 0 && !last) stop_on_signal(signal);
     if (config_.checkpoint.every > 0 && step_ % config_.checkpoint.every == 0 && !last) save(step_);
   }
   evaluate(step_);

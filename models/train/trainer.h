@@ -18,6 +18,9 @@ namespace tessera::train {
 struct TrainerOptions {
   std::ostream* out = nullptr;  // rank 0's progress, evaluations and sample; null: silent
   bool live = false;            // redraw the progress line in place (stdout is a terminal)
+  // SIGINT / SIGTERM: the first stops the run after the current step with a checkpoint (and a
+  // ValueError naming the signal), a second exits at once. Off: the process's own handlers.
+  bool handle_signals = false;
 };
 
 struct TrainSummary {

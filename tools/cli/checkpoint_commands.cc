@@ -1,9 +1,13 @@
 // `tessera eval` and `tessera generate`: load a GPT checkpoint written by `tessera train` (its
 // stored configuration rebuilds the model) and score a token file or continue a prompt, on the
 // CPU or a GPU (--device; the checkpoint is read on the CPU and the model moved there).
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 
@@ -13,6 +17,7 @@
 #include "models/data/token_dataset.h"
 #include "models/data/tokenizer.h"
 #include "models/gpt/gpt.h"
+#include "models/train/progress.h"
 #include "models/train/train_device.h"
 #include "models/train/train_state.h"
 #include "tools/cli/commands.h"
@@ -26,8 +31,10 @@ const char* const kEvalUsage =
     "  --data FILE        token file (tessera data prepare); scored in consecutive windows of the\n"
     "                     model's training length\n"
     "  --batch-size B     windows per forward (default 8)\n"
-    "  --max-batches N    stop after N batches (default: the whole file)\n"
-    "  --device D         where the model runs: cpu (default), cuda or cuda:N\n";
+    "  --max-batches N    stop after N >= 1 batches (default: the whole file)\n"
+    "  --device D         where the model runs: cpu (default), cuda or cuda:N\n"
+    "  A pass longer than a few seconds shows its progress on stderr (TESSERA_PROGRESS=lines or\n"
+    "  live: from the first batch).\n";
 
 const char* const kGenerateUsage =
     "usage: tessera generate --checkpoint DIR [--prompt TEXT] [--max-new-tokens N]\n"
@@ -54,7 +61,8 @@ Device cli_device(const std::string& spec, const char* command) {
 LoadedGpt load_gpt(const std::string& path, Device device) {
   LoadedGpt g;
   g.dir = train::resolve_checkpoint_dir(path);
-  io::CheckpointContents ck = io::load_checkpoint(g.dir);
+  // The weights and the state only: eval and generate never read optimizer.safetensors.
+  io::CheckpointContents ck = io::load_checkpoint(g.dir, {.load_optimizer = false});
   g.config = train::checkpoint_config(ck.state, g.dir);
   TS_CHECK(g.config.kind == train::ModelKind::gpt, "checkpoint", g.dir,
            ": expected a GPT checkpoint, got a ", train::model_kind_name(g.config.kind), " model");
@@ -65,6 +73,47 @@ LoadedGpt load_gpt(const std::string& path, Device device) {
   g.model->eval();
   return g;
 }
+
+// eval's progress on stderr once a pass runs long enough to wonder about: nothing for the first
+// kQuietSeconds, then "eval 120/400 batches | 35.2k tok/s | ETA 8s", redrawn in place on a terminal
+// and otherwise printed every kLineSeconds, the last batch always. TESSERA_PROGRESS=lines or live
+// (as for train) shows it from the first batch.
+class EvalProgress {
+ public:
+  static constexpr double kQuietSeconds = 3.0, kLineSeconds = 5.0, kLiveSeconds = 0.2;
+
+  explicit EvalProgress(int64_t total_batches) : total_(total_batches) {
+    const char* env = std::getenv("TESSERA_PROGRESS");
+    const std::string mode = env ? env : "";
+    live_ = mode == "live" || (mode != "lines" && isatty(2));
+    quiet_s_ = mode == "live" || mode == "lines" ? 0.0 : kQuietSeconds;
+  }
+  ~EvalProgress() { finish(); }
+  // Ends a live line, so what follows starts a line of its own.
+  void finish() {
+    if (live_ && shown_) std::cerr << "\n" << std::flush;
+    live_ = false;
+  }
+
+  void update(int64_t done, double tokens) {
+    const double t = std::chrono::duration<double>(Clock::now() - start_).count();
+    if (t < quiet_s_) return;
+    if (shown_ && done < total_ && t - last_s_ < (live_ ? kLiveSeconds : kLineSeconds)) return;
+    shown_ = true;
+    last_s_ = t;
+    const double eta = done > 0 ? t * double(total_ - done) / double(done) : -1.0;
+    std::cerr << (live_ ? "\r" : "") << "eval " << done << "/" << total_ << " batches | "
+              << train::Progress::format_rate(t > 0 ? tokens / t : 0.0) << " tok/s | ETA "
+              << train::Progress::format_duration(eta) << (live_ ? "   " : "\n") << std::flush;
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  int64_t total_;
+  Clock::time_point start_ = Clock::now();
+  bool live_ = false, shown_ = false;
+  double quiet_s_ = kQuietSeconds, last_s_ = 0.0;
+};
 
 int report_error(const char* command, const std::exception& e) {
   std::cerr << "tessera " << command << ": " << train::error_text(e) << "\n";
@@ -88,9 +137,11 @@ int run_eval(const std::vector<std::string>& args) {
         data_path = r.value();
       else if (r.name() == "--batch-size")
         batch = ArgReader::to_int(r.name(), r.value());
-      else if (r.name() == "--max-batches")
+      else if (r.name() == "--max-batches") {
         max_batches = ArgReader::to_int(r.name(), r.value());
-      else if (r.name() == "--device")
+        TS_CHECK(max_batches >= 1, "eval", "--max-batches: expected a number of batches >= 1 ",
+                 "(leave the flag out to score the whole file), got ", max_batches);
+      } else if (r.name() == "--device")
         device = r.value();
       else
         r.unknown();
@@ -108,16 +159,20 @@ int run_eval(const std::vector<std::string>& args) {
     autograd::NoGradGuard no_grad;
     const int64_t windows = ds.num_windows();
     int64_t batches = (windows + batch - 1) / batch;
-    if (max_batches >= 0) batches = std::min<int64_t>(batches, max_batches);
+    if (max_batches > 0) batches = std::min<int64_t>(batches, max_batches);
     double loss_sum = 0, tokens = 0;
+    EvalProgress progress(batches);
     for (int64_t b = 0; b < batches; ++b) {
       const int64_t rows = std::min<int64_t>(batch, windows - b * batch);
       data::TokenBatch tb = ds.next_batch(rows);
       const double n = double(tb.input.numel());
       loss_sum += g.model->loss(tb.input.to(dev), tb.target.to(dev)).item() * n;
       tokens += n;
+      progress.update(b + 1, tokens);
     }
-    TS_CHECK(tokens > 0, "eval", "expected at least one batch, got --max-batches 0");
+    progress.finish();
+    TS_CHECK(tokens > 0, "eval", "expected at least one batch to score in ", data_path,
+             ", got none");
     const double loss = loss_sum / tokens;
     std::printf("eval %s on %s: %.0f tokens in windows of %lld | loss %.4f | perplexity %.3f\n",
                 g.dir.c_str(), data_path.c_str(), tokens, (long long)T, loss, std::exp(loss));

@@ -2,10 +2,12 @@
 // trainer under MPI; a mistake every rank makes is reported once, by rank 0.
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 
 #include "core/error.h"
+#include "models/gpt/gpt_config.h"
 #include "models/train/trainer.h"
 #include "parallel/comm/mpi_runtime.h"
 #include "tools/cli/commands.h"
@@ -60,6 +62,27 @@ bool live_progress() {
   return isatty(1) && !std::getenv("OMPI_COMM_WORLD_SIZE");
 }
 
+// Building a model this large takes long enough (seconds to minutes on the CPU) to look like a
+// hang, so rank 0 says what it builds first. Only GPT has a parameter count without building;
+// the BERT and ViT presets are far below the threshold.
+constexpr int64_t kAnnounceParameters = 300'000'000;
+
+void announce_large_model(const train::TrainConfig& config, std::ostream& out) {
+  if (config.kind != train::ModelKind::gpt) return;
+  const int64_t n = gpt::gpt_num_parameters(config.gpt);
+  if (n < kAnnounceParameters) return;
+  const nlohmann::json& model = config.source.value("model", nlohmann::json::object());
+  const std::string name = model.contains("preset") && model.at("preset").is_string()
+                               ? model.at("preset").get<std::string>()
+                               : std::string("a gpt model");
+  char count[32];
+  if (n >= 1'000'000'000)
+    std::snprintf(count, sizeof count, "%.1fB", double(n) / 1e9);
+  else
+    std::snprintf(count, sizeof count, "%.0fM", double(n) / 1e6);
+  out << "building " << name << " (" << count << " parameters)..." << std::endl;
+}
+
 }  // namespace
 
 int run_train(int argc, char** argv, const std::vector<std::string>& args) {
@@ -76,8 +99,11 @@ int run_train(int argc, char** argv, const std::vector<std::string>& args) {
           return 0;
         }
         const bool rank0 = world->rank() == 0;
-        train::run_training(
-            config, world, {.out = rank0 ? &std::cout : nullptr, .live = rank0 && live_progress()});
+        if (rank0) announce_large_model(config, std::cout);
+        train::run_training(config, world,
+                            {.out = rank0 ? &std::cout : nullptr,
+                             .live = rank0 && live_progress(),
+                             .handle_signals = true});
         return 0;
       });
 }

@@ -104,19 +104,56 @@ TEST_CASE("checkpoint save that fails midway keeps the previous checkpoint", "[c
       {"[checkpoint]", "expected the state to be a JSON object, got array"});
 }
 
-TEST_CASE("latest_checkpoint picks the highest complete step", "[checkpoint]") {
+TEST_CASE("latest_checkpoint picks the highest step and refuses a damaged one") {
   std::string root = scratch_dir("ckpt-latest");
   CHECK_FALSE(latest_checkpoint(root).has_value());
   CHECK_FALSE(latest_checkpoint(root + "/nope").has_value());
   save_checkpoint(checkpoint_dir(root, 5), sample(5));
   save_checkpoint(checkpoint_dir(root, 20), sample(20));
   save_checkpoint(checkpoint_dir(root, 7), sample(7));
-  fs::create_directories(checkpoint_dir(root, 100));                  // no state.json
   fs::create_directories(checkpoint_dir(root, 200) + ".tmp-abcdef");  // an interrupted save
+  fs::create_directories(checkpoint_dir(root, 300) + ".old-77");      // another one
   fs::create_directories(root + "/step-9x");                          // not a step name
+  CHECK(latest_checkpoint(root) == checkpoint_dir(root, 20));
+  std::vector<int64_t> steps;
+  for (const CheckpointEntry& e : list_checkpoints(root)) steps.push_back(e.step);
+  CHECK(steps == std::vector<int64_t>{5, 7, 20});
+
+  // A newer step whose state.json is missing or foreign is refused, never skipped silently.
+  fs::create_directories(checkpoint_dir(root, 100));
+  require_throws_with([&] { latest_checkpoint(root); },
+                      {"[checkpoint]", "step-00000100/state.json", "file is missing"});
+  fs::remove_all(checkpoint_dir(root, 100));
   save_checkpoint(checkpoint_dir(root, 300), sample(300));
   write_bytes(checkpoint_dir(root, 300) + "/state.json", "{\"format\": \"something-else\"}");
-  CHECK(latest_checkpoint(root) == checkpoint_dir(root, 20));
+  require_throws_with([&] { latest_checkpoint(root); },
+                      {"step-00000300/state.json", "expected \"format\""});
+}
+
+TEST_CASE("remove_stale_temporaries deletes interrupted saves only") {
+  std::string root = scratch_dir("ckpt-stale");
+  save_checkpoint(checkpoint_dir(root, 4), sample(4));
+  fs::create_directories(checkpoint_dir(root, 8) + ".tmp-abcdef");
+  write_bytes(checkpoint_dir(root, 8) + ".tmp-abcdef/model.safetensors", "partial");
+  fs::create_directories(checkpoint_dir(root, 4) + ".old-123");
+  fs::create_directories(root + "/mine.tmp-1");  // not a checkpoint temporary
+  const std::vector<std::string> removed = remove_stale_temporaries(root);
+  CHECK(removed == std::vector<std::string>{checkpoint_dir(root, 4) + ".old-123",
+                                            checkpoint_dir(root, 8) + ".tmp-abcdef"});
+  CHECK(list_dir(root) == std::vector<std::string>{"mine.tmp-1", "step-00000004"});
+  CHECK(load_checkpoint(checkpoint_dir(root, 4)).state["step"] == 4);
+}
+
+TEST_CASE("a checkpoint's weights load without its optimizer file when asked") {
+  std::string root = scratch_dir("ckpt-no-optimizer");
+  std::string dir = checkpoint_dir(root, 2);
+  const CheckpointContents want = sample(2);
+  save_checkpoint(dir, want);
+  fs::remove(dir + "/optimizer.safetensors");
+  require_throws_with([&] { load_checkpoint(dir); }, {"optimizer.safetensors", "missing"});
+  CheckpointContents c = load_checkpoint(dir, {.load_optimizer = false});
+  CHECK(c.optimizer.empty());
+  require_same(c.model, want.model);
 }
 
 TEST_CASE("checkpoint load names the corrupt file and tensor", "[checkpoint]") {
