@@ -6,8 +6,13 @@
 
 namespace tessera {
 
+// The first call reads TESSERA_NUM_THREADS (see env_num_threads; a bad value throws from here).
 int num_threads();
 void set_num_threads(int n);
+
+// The thread count TESSERA_NUM_THREADS asks for, read now: 0 when it is unset or empty. Throws
+// ValueError naming the variable for anything but a positive integer ("abc", "0", "-2", "4x").
+int env_num_threads();
 
 // Calls fn(begin, end) on disjoint chunks of [0, n); chunks hold at least `grain` items.
 template <typename Fn>

@@ -1,6 +1,8 @@
 // The streaming text -> token file pipeline (see prepare.h).
 #include "models/data/prepare.h"
 
+#include <sys/stat.h>
+
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -39,6 +41,30 @@ struct Sink {
   }
 };
 
+// True when writing `output` would replace `input`: the same inode (hard links, symlinks) when both
+// exist, else the same canonical path (a missing output cannot be an existing input).
+bool same_file(const std::string& input, const std::string& output) {
+  struct stat in_st, out_st;
+  if (::stat(input.c_str(), &in_st) == 0 && ::stat(output.c_str(), &out_st) == 0)
+    return in_st.st_dev == out_st.st_dev && in_st.st_ino == out_st.st_ino;
+  std::error_code ec1, ec2;
+  const std::filesystem::path a = std::filesystem::weakly_canonical(input, ec1);
+  const std::filesystem::path b = std::filesystem::weakly_canonical(output, ec2);
+  return !ec1 && !ec2 && a == b;
+}
+
+// Refuses an output path (the training file or its validation file) that is one of the inputs,
+// before anything is written.
+void check_output_not_input(const PrepareOptions& options, const std::string& out,
+                            const char* what) {
+  for (const std::string& input : options.inputs) {
+    TS_CHECK(!same_file(input, out), kOp, "expected the ", what, " '", out,
+             "' to differ from the inputs, got the input '", input,
+             "' itself (the same file): writing it would replace the text; choose another output "
+             "path");
+  }
+}
+
 }  // namespace
 
 std::string val_output_path(const std::string& output) {
@@ -57,6 +83,9 @@ PrepareResult prepare_token_files(const PrepareOptions& options) {
   TS_CHECK(options.chunk_bytes >= 1 && options.max_pending_bytes >= options.chunk_bytes, kOp,
            "expected 1 <= chunk_bytes <= max_pending_bytes, got ", options.chunk_bytes, " and ",
            options.max_pending_bytes);
+  check_output_not_input(options, options.output, "output");
+  if (options.val_fraction > 0.0)
+    check_output_not_input(options, val_output_path(options.output), "validation output");
   uint64_t total = 0;
   for (const std::string& input : options.inputs) {
     std::error_code ec;

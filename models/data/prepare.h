@@ -39,8 +39,9 @@ struct PrepareResult {
 // "out.tok" -> "out.val.tok"; other names get ".val.tok" appended.
 std::string val_output_path(const std::string& output);
 
-// Throws ValueError naming the file for a missing or unreadable input, an empty input set,
-// val_fraction outside [0, 1), a split that leaves either file empty, or end-of-text requested
+// Throws ValueError naming the file for a missing or unreadable input, an empty input set, an
+// output (or validation output) that is one of the inputs (also through a link), val_fraction
+// outside [0, 1), a split that leaves either file empty, or end-of-text requested
 // from a tokenizer without one; nothing is left at the output paths then.
 PrepareResult prepare_token_files(const PrepareOptions& options);
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/parallel.h"
 #include "tools/cli/commands.h"
 #include "tools/data/prepare_cli.h"
 
@@ -25,6 +26,27 @@ constexpr const char* kUsage =
     "                                              beside PyTorch; comm (mpirun -np N) collectives\n"
     "                                              and data-parallel scaling; cuda: GEMM, attention\n"
     "                                              and the GPT-2 step on a GPU (bench --help)\n";
+
+constexpr const char* kDataUsage =
+    "usage: tessera data <subcommand> [options]   (tessera data <subcommand> --help for its "
+    "options)\n"
+    "  prepare --input a.txt [b.txt ...] --output a.tok --tokenizer byte|gpt2\n"
+    "                                              text files -> a token file (and a validation\n"
+    "                                              file with --val-fraction F)\n";
+
+int run_data(const std::vector<std::string>& rest) {
+  if (!rest.empty() && (rest[0] == "--help" || rest[0] == "-h" || rest[0] == "help")) {
+    std::cout << kDataUsage;
+    return 0;
+  }
+  if (rest.empty() || rest[0] != "prepare") {
+    std::cerr << "tessera data: expected the subcommand 'prepare', got "
+              << (rest.empty() ? std::string("none") : "'" + rest[0] + "'") << "\n"
+              << kDataUsage;
+    return 2;
+  }
+  return tessera::tools::run_prepare_command({rest.begin() + 1, rest.end()}, std::cout, std::cerr);
+}
 
 // The benchmark binary: bazel-bin/tools/bench/bench next to bazel-bin/tools/cli/tessera, or in
 // this binary's runfiles.
@@ -67,18 +89,17 @@ int main(int argc, char** argv) {
   }
   const std::string command = argv[1];
   const std::vector<std::string> rest(argv + 2, argv + argc);
+  try {
+    tessera::env_num_threads();  // a bad TESSERA_NUM_THREADS stops every command up front
+  } catch (const std::exception& e) {
+    std::cerr << "tessera " << command << ": " << e.what() << "\n";
+    return 2;
+  }
   if (command == "train") return run_train(argc, argv, rest);
   if (command == "eval") return run_eval(rest);
   if (command == "generate") return run_generate(rest);
   if (command == "bench") return run_bench(argv, 2);
-  if (command == "data") {
-    if (rest.empty() || rest[0] != "prepare") {
-      std::cerr << "tessera data: expected the subcommand 'prepare'\n";
-      return 2;
-    }
-    return tessera::tools::run_prepare_command({rest.begin() + 1, rest.end()}, std::cout,
-                                               std::cerr);
-  }
+  if (command == "data") return run_data(rest);
   std::cerr << "tessera: unknown command '" << command << "'\n" << kUsage;
   return 2;
 }

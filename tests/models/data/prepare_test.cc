@@ -180,6 +180,53 @@ TEST_CASE("prepare errors name the problem and leave no output behind", "[prepar
         2);  // the inputs only
 }
 
+TEST_CASE("prepare refuses an output that is one of its inputs, also through links", "[prepare]") {
+  namespace fs = std::filesystem;
+  ScratchDir dir;
+  const std::string text = "the text nobody may overwrite\n";
+  write_file(dir.file("a.txt"), text);
+  write_file(dir.file("b.txt"), "another file\n");
+  fs::create_symlink(dir.file("a.txt"), dir.file("sym.txt"));
+  fs::create_hard_link(dir.file("a.txt"), dir.file("hard.txt"));
+  fs::create_directory(dir.file("sub"));
+  const std::string a = dir.file("a.txt");
+  const auto refused = [&](const std::vector<std::string>& inputs, const std::string& output,
+                           double val_fraction = 0.0) {
+    INFO("output " << output);
+    REQUIRE_THROWS_WITH(
+        prepare_token_files({.inputs = inputs, .output = output, .val_fraction = val_fraction}),
+        Catch::Contains("(the same file)") && Catch::Contains("choose another output path"));
+  };
+  refused({a}, a);                          // the very same path
+  refused({dir.file("b.txt"), a}, a);       // any of the inputs
+  refused({a}, dir.file("sub/../a.txt"));   // another spelling
+  refused({a}, dir.file("sym.txt"));        // a symlink to the input
+  refused({dir.file("sym.txt")}, a);        // the input through a symlink
+  refused({a}, dir.file("hard.txt"));       // a hard link to the input
+  write_file(dir.file("c.val.tok"), text);  // the validation file would replace an input
+  REQUIRE_THROWS_WITH(
+      prepare_token_files(
+          {.inputs = {dir.file("c.val.tok")}, .output = dir.file("c.tok"), .val_fraction = 0.5}),
+      Catch::Contains("validation output") && Catch::Contains("c.val.tok"));
+  // Nothing was touched: the input keeps its text and no token or temporary file appeared.
+  CHECK(read_file(a) == text);
+  CHECK(read_file(dir.file("c.val.tok")) == text);
+  CHECK(fs::is_symlink(dir.file("sym.txt")));
+  CHECK(std::distance(fs::directory_iterator(dir.path()), {}) == 6);
+  CHECK_FALSE(fs::exists(dir.file("c.tok")));
+  // A different file of the same content is fine.
+  write_file(dir.file("copy.txt"), text);
+  CHECK(prepare_token_files({.inputs = {a}, .output = dir.file("copy.txt")}).train_tokens ==
+        text.size());
+
+  std::ostringstream out, err;
+  CHECK(tools::run_prepare_command(
+            {"--input", a, "--output", dir.file("sym.txt"), "--tokenizer", "byte", "--quiet"}, out,
+            err) == 1);
+  CHECK(err.str().find("(the same file)") != std::string::npos);
+  CHECK(read_file(a) == text);
+}
+
 TEST_CASE("validation path and progress rendering", "[prepare]") {
   CHECK(val_output_path("data/train.tok") == "data/train.val.tok");
   CHECK(val_output_path("corpus.bin") == "corpus.bin.val.tok");

@@ -30,7 +30,7 @@ run 60 "$tessera" train --config "$cfg" --set data.path="$work/missing.tok"
 expect_error "missing data file" "missing.tok"
 
 run 60 "$tessera" train --config "$cfg" --set parallel.tensor.size=2
-expect_error "tensor parallel not yet" "tensor parallelism (1d) is not implemented yet"
+expect_error "tensor parallel not yet" "tensor parallelism (1d) is not available in this version of Tessera"
 
 run 60 "$tessera" train
 expect_error "no --config" "expected --config FILE"
