@@ -7,6 +7,7 @@
 
 #include "models/data/token_file.h"
 #include "models/train/synthetic_data.h"
+#include "tests/testing/temp_dir.h"
 
 using namespace tessera;
 using namespace tessera::train;
@@ -68,7 +69,8 @@ TEST_CASE("two ranks together read the windows one rank reads; positions resume"
 
 TEST_CASE("file windows match in-memory windows of the same tokens") {
   const std::vector<int64_t> ids = text_ids(1 << 14);
-  const std::string path = "/tmp/tessera_lm_data_test.tok";
+  const tessera::testing::TempDir tmp;
+  const std::string path = tmp.file("text.tok");
   {
     data::TokenFileWriter w(path, 256);
     std::vector<uint32_t> u(ids.begin(), ids.end());

@@ -5,7 +5,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "tests/testing/temp_dir.h"
+
 using namespace tessera::train;
+using tessera::testing::TempDir;
 
 TEST_CASE("durations, rates and sizes format compactly") {
   CHECK(Progress::format_duration(42) == "42s");
@@ -18,8 +21,8 @@ TEST_CASE("durations, rates and sizes format compactly") {
 }
 
 TEST_CASE("progress lines every log_every steps and metrics as JSON lines") {
-  const std::string path = "/tmp/tessera_progress_test.jsonl";
-  std::remove(path.c_str());
+  const TempDir tmp;
+  const std::string path = tmp.file("metrics.jsonl");
   std::ostringstream out;
   {
     Progress p({.out = &out,
@@ -60,8 +63,8 @@ TEST_CASE("progress lines every log_every steps and metrics as JSON lines") {
 }
 
 TEST_CASE("on a GPU the line and the metrics show that device's current and peak memory") {
-  const std::string path = "/tmp/tessera_progress_gpu_test.jsonl";
-  std::remove(path.c_str());
+  const TempDir tmp;
+  const std::string path = tmp.file("metrics.jsonl");
   std::ostringstream out;
   {
     Progress p({.out = &out, .live = false, .log_every = 1, .total_steps = 2, .metrics_path = path});

@@ -7,10 +7,12 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "tests/testing/temp_dir.h"
 
 using namespace tessera;
 using namespace tessera::train;
 using nlohmann::json;
+using tessera::testing::TempDir;
 
 namespace {
 
@@ -28,8 +30,8 @@ std::string error_of(const json& j) {
   return "no error";
 }
 
-std::string write_temp(const std::string& name, const std::string& text) {
-  const std::string path = "/tmp/tessera_train_config_test_" + name;
+std::string write_temp(const TempDir& tmp, const std::string& name, const std::string& text) {
+  const std::string path = tmp.file(name);
   std::ofstream(path) << text;
   return path;
 }
@@ -61,8 +63,9 @@ TEST_CASE("every section reads its keys") {
                     {"loss_scale", {{"init_scale", 1024.0}, {"growth_interval", 5}}}};
   j["optimizer"] = {{"type", "sgd"}, {"lr", 0.1}, {"momentum", 0.9}};
   j["schedule"] = {{"type", "linear"}, {"warmup_steps", 2}, {"total_steps", 20}};
-  j["checkpoint"] = {{"dir", "/tmp/x"}, {"every", 5}};
-  j["logging"] = {{"metrics", "/tmp/m.jsonl"}, {"log_every", 3}};
+  const TempDir tmp;
+  j["checkpoint"] = {{"dir", tmp.file("ckpt")}, {"every", 5}};
+  j["logging"] = {{"metrics", tmp.file("m.jsonl")}, {"log_every", 3}};
   TrainConfig c = TrainConfig::from_json(j);
   CHECK(c.gpt.n_layers == 3);
   CHECK(c.parallel.data == 2);
@@ -71,7 +74,9 @@ TEST_CASE("every section reads its keys") {
   CHECK(c.precision.loss_scale.growth_interval == 5);
   CHECK(c.schedule.lr == Approx(0.1));
   CHECK(c.schedule.total_steps == 20);
+  CHECK(c.checkpoint.dir == tmp.file("ckpt"));
   CHECK(c.checkpoint.every == 5);
+  CHECK(c.logging.metrics == tmp.file("m.jsonl"));
   CHECK(c.logging.log_every == 3);
   j["model"] = {{"type", "vit"}, {"preset", "vit-tiny"}};
   CHECK(TrainConfig::from_json(j).vit.image_size == 32);
@@ -169,18 +174,19 @@ TEST_CASE("--set overrides edit the JSON with type checking by the schema") {
 }
 
 TEST_CASE("config files: parse errors give the position, the file is named") {
-  const std::string good = write_temp("good.json", base().dump());
+  const TempDir tmp;
+  const std::string good = write_temp(tmp, "good.json", base().dump());
   TrainConfig c = load_train_config(good, {"train.steps=7"});
   CHECK(c.train.steps == 7);
   CHECK(c.source["train"]["steps"] == 7);
 
   const std::string bad = write_temp(
-      "bad.json", "{\n  \"model\": {\"type\": \"gpt\"},\n  \"train\": {\"steps\": 5,}\n}\n");
+      tmp, "bad.json", "{\n  \"model\": {\"type\": \"gpt\"},\n  \"train\": {\"steps\": 5,}\n}\n");
   CHECK_THROWS_WITH(load_train_config(bad, {}), Catch::Contains(bad) &&
                                                     Catch::Contains("invalid JSON") &&
                                                     Catch::Contains("line 3"));
-  CHECK_THROWS_WITH(load_train_config("/tmp/no/such/config.json", {}),
-                    Catch::Contains("/tmp/no/such/config.json: cannot open"));
+  const std::string missing = tmp.file("no/such/config.json");
+  CHECK_THROWS_WITH(load_train_config(missing, {}), Catch::Contains(missing + ": cannot open"));
   CHECK_THROWS_WITH(load_train_config(good, {"train.stpes=1"}),
                     Catch::Contains(good + ": unknown key 'train.stpes'"));
 }

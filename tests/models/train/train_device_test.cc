@@ -7,9 +7,13 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/factory.h"
 #include "models/train/train_config.h"
 #include "models/train/train_device.h"
+#include "parallel/comm/mpi_communicator.h"
+#include "parallel/comm/mpi_runtime.h"
 #include "tests/models/train/train_test_util.h"
+#include "tests/testing/temp_dir.h"
 
 using namespace tessera;
 using namespace tessera::train;
@@ -53,7 +57,8 @@ TEST_CASE("train.device reads cpu, cuda and cuda:N and nothing else") {
 }
 
 TEST_CASE("--set train.device overrides like any key") {
-  const std::string path = "/tmp/tessera_train_device_test.json";
+  const tessera::testing::TempDir tmp;
+  const std::string path = tmp.file("tessera_train_device_test.json");
   std::ofstream(path) << tiny_gpt().dump();
   CHECK(load_train_config(path, {"train.device=cuda:1"}).train.device == "cuda:1");
   CHECK_THAT(
@@ -88,9 +93,40 @@ TEST_CASE("optimizers whose loops run on the CPU only are refused for a GPU") {
 TEST_CASE("the CPU resolves to the CPU and keeps its gradient communicator") {
   CHECK(resolve_train_device("cpu", 0) == kCPU);
   CHECK(resolve_train_device("cpu", 5) == kCPU);
-  CHECK(gradient_group(nullptr, kCPU) == nullptr);
   CHECK_THROWS_WITH(resolve_train_device("gpu", 0, {.op = "eval", .key = "--device"}),
                     Catch::Contains("[eval] --device: expected \"cpu\", \"cuda\" or \"cuda:N\""));
+  CHECK(gradient_group(nullptr, kCPU) == nullptr);  // one process without MPI: no group
+
+  // A real one-rank MPI group (a singleton MPI_Init: no mpirun), split from the world as the
+  // trainer's data group is, so the branch for a present group runs. The only MpiRuntime of this
+  // process: MPI cannot start twice. It makes every later message name rank 0; the other cases
+  // here expect the single process's messages, so the setting is restored after it.
+  struct RestoreErrorRank {
+    int rank = error_rank();
+    ~RestoreErrorRank() { set_error_rank(rank); }
+  } restore_error_rank;
+  parallel::MpiRuntime mpi;
+  REQUIRE(mpi.size() == 1);
+  const std::shared_ptr<parallel::Communicator> data = mpi.world()->split(0, 0, "data");
+  REQUIRE(data != nullptr);
+  const std::shared_ptr<parallel::Communicator> grads = gradient_group(data, kCPU);
+  CHECK(grads.get() == data.get());  // the very group, neither a new communicator nor null
+  CHECK(grads.get() != mpi.world().get());
+  CHECK(grads->name() == "data");
+  // Gradients reduce through it: an average over the one rank keeps the values.
+  Tensor g = full({3}, 1.5);
+  grads->all_reduce(g, parallel::ReduceOp::avg)->wait();
+  CHECK(g.data<float>()[2] == 1.5f);
+  CHECK(data->stats()[parallel::CommKind::all_reduce].calls == 1);
+
+  if (cuda_usable()) {  // on a GPU: a new NCCL communicator over the same ranks
+    const std::shared_ptr<parallel::Communicator> nccl = gradient_group(data, cuda_device(0));
+    REQUIRE(nccl != nullptr);
+    CHECK(nccl.get() != data.get());
+    CHECK(std::string(nccl->backend()) == "nccl");
+    CHECK(nccl->device() == cuda_device(0));
+    CHECK(nccl->size() == 1);
+  }
 }
 
 TEST_CASE("without a usable GPU, train.device cuda is a clear error naming the reason") {

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "models/train/trainer.h"
+#include "tests/testing/temp_dir.h"
 
 namespace tessera::train::testing {
 
@@ -34,10 +35,18 @@ inline double mean_tail(const std::vector<double>& v, size_t n) {
   return s / double(n);
 }
 
-inline std::string fresh_dir(const std::string& name) {
-  const std::string dir = "/tmp/tessera_trainer_test_" + name;
-  std::filesystem::remove_all(dir);
+// This test process's own temporary directory, removed when the process exits.
+inline const tessera::testing::TempDir& process_temp_dir() {
+  static const tessera::testing::TempDir dir("tessera_train_test");
   return dir;
+}
+
+// "<process temp dir>/<name>", which does not exist (removed if an earlier call of this process
+// left it): a checkpoint or data directory for the trainer to create.
+inline std::string fresh_dir(const std::string& name) {
+  const std::filesystem::path dir = process_temp_dir().path() / name;
+  std::filesystem::remove_all(dir);
+  return dir.string();
 }
 
 inline std::string error_of(const json& j) {

@@ -61,7 +61,9 @@ TEST_CASE("a tiny ViT learns the grating images and reports top-1 accuracy") {
 }
 
 TEST_CASE("the GPT trainer reads a token file given as data.path") {
-  const std::string path = "/tmp/tessera_trainer_test_text.tok";
+  const std::string dir = fresh_dir("token_file");
+  fs::create_directories(dir);
+  const std::string path = dir + "/text.tok";
   {
     data::TokenFileWriter w(path, 256);
     const std::string text = generate_grammar_text(5, 40000);
@@ -75,8 +77,9 @@ TEST_CASE("the GPT trainer reads a token file given as data.path") {
   TrainSummary s = train_json(j);
   CHECK(mean_tail(s.losses, 3) < s.losses.front() - 1.0);
   CHECK(s.last_eval.contains("val_loss"));
-  j["data"]["path"] = "/tmp/tessera_no_such_file.tok";
-  CHECK_THAT(error_of(j), Catch::Contains("/tmp/tessera_no_such_file.tok"));
+  const std::string missing = dir + "/no_such_file.tok";
+  j["data"]["path"] = missing;
+  CHECK_THAT(error_of(j), Catch::Contains(missing));
   j["data"]["path"] = path;
   j["model"]["vocab_size"] = 100;
   CHECK_THAT(error_of(j), Catch::Contains("vocabulary") && Catch::Contains("100"));
