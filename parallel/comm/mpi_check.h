@@ -1,6 +1,7 @@
 // MPI helpers: the check macro that turns a failed MPI call into an exception naming the call, file
 // and line; the lock that serialises MPI calls when the library lacks MPI_THREAD_MULTIPLE; and the
-// mapping of Tessera dtypes and reduce ops to MPI's.
+// mapping of Tessera dtypes and reduce ops to MPI's. Internal (it includes mpi.h): only the MPI
+// sources of parallel/comm include it, and it is not installed.
 #pragma once
 
 #include <mpi.h>

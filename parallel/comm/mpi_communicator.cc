@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/factory.h"
 #include "parallel/comm/mpi_check.h"
+#include "parallel/comm/mpi_handle.h"
 #include "parallel/comm/mpi_runtime.h"
 #include "parallel/comm/mpi_work.h"
 
@@ -29,42 +30,43 @@ void finish_reduce(const Tensor& buffer, const Tensor& dst, ReduceOp op, int gro
 MPI_Datatype reduce_type(const Tensor& buffer) { return mpi_transport_type(buffer.dtype()); }
 
 int count_of(const Tensor& t) {
-  TS_CHECK(t.numel() <= int64_t(INT32_MAX), "mpi", "expected at most 2^31 - 1 elements per call, got ",
-           t.describe());
+  TS_CHECK(t.numel() <= int64_t(INT32_MAX), "mpi",
+           "expected at most 2^31 - 1 elements per call, got ", t.describe());
   return int(t.numel());
+}
+
+WorkPtr make_work(const Communicator& comm, MPI_Request request, const char* op,
+                  std::function<void()> finish, std::vector<Tensor> keep_alive) {
+  return std::make_shared<MpiWork>(request, MpiWorkInfo{op, comm.name(), comm.timeout_s()},
+                                   std::move(finish), std::move(keep_alive));
 }
 
 }  // namespace
 
-std::shared_ptr<MpiCommunicator> MpiCommunicator::duplicate(MPI_Comm comm, const std::string& name) {
+std::shared_ptr<MpiCommunicator> MpiCommunicator::duplicate(const MpiComm& comm,
+                                                            const std::string& name) {
   TS_CHECK(mpi_active(), "mpi", "expected MPI to be running (create an MpiRuntime first)");
   MPI_Comm dup = MPI_COMM_NULL;
   {
     auto lock = mpi_lock();
-    TS_MPI_CHECK(MPI_Comm_dup(comm, &dup));
+    TS_MPI_CHECK(MPI_Comm_dup(comm.comm, &dup));
   }
-  return std::make_shared<MpiCommunicator>(dup, name);
+  return std::make_shared<MpiCommunicator>(MpiComm{dup}, name);
 }
 
-MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name)
-    : Communicator(std::move(name)), comm_(comm) {
+MpiCommunicator::MpiCommunicator(const MpiComm& comm, std::string name)
+    : Communicator(std::move(name)), comm_(std::make_unique<MpiComm>(comm)) {
   auto lock = mpi_lock();
-  TS_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
-  TS_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
-  TS_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  TS_MPI_CHECK(MPI_Comm_set_errhandler(comm_->comm, MPI_ERRORS_RETURN));
+  TS_MPI_CHECK(MPI_Comm_rank(comm_->comm, &rank_));
+  TS_MPI_CHECK(MPI_Comm_size(comm_->comm, &size_));
 }
 
 MpiCommunicator::~MpiCommunicator() {
-  if (comm_ != MPI_COMM_NULL && mpi_active()) {
+  if (comm_->comm != MPI_COMM_NULL && mpi_active()) {
     auto lock = mpi_lock();
-    MPI_Comm_free(&comm_);
+    MPI_Comm_free(&comm_->comm);
   }
-}
-
-WorkPtr MpiCommunicator::make_work(MPI_Request request, const char* op, std::function<void()> finish,
-                                   std::vector<Tensor> keep_alive) {
-  return std::make_shared<MpiWork>(request, MpiWorkInfo{op, name(), timeout_s()}, std::move(finish),
-                                   std::move(keep_alive));
 }
 
 WorkPtr MpiCommunicator::do_all_reduce(const Tensor& t, ReduceOp op) {
@@ -73,10 +75,11 @@ WorkPtr MpiCommunicator::do_all_reduce(const Tensor& t, ReduceOp op) {
   {
     auto lock = mpi_lock();
     TS_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf.data_ptr(), count_of(buf), reduce_type(buf),
-                                mpi_reduce_op(op, buf.dtype()), comm_, &req));
+                                mpi_reduce_op(op, buf.dtype()), comm_->comm, &req));
   }
   int p = size_;
-  return make_work(req, "all_reduce", [buf, t, op, p] { finish_reduce(buf, t, op, p); }, {buf, t});
+  return make_work(*this, req, "all_reduce", [buf, t, op, p] { finish_reduce(buf, t, op, p); },
+                   {buf, t});
 }
 
 WorkPtr MpiCommunicator::do_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
@@ -87,12 +90,12 @@ WorkPtr MpiCommunicator::do_reduce_scatter(const Tensor& in, const Tensor& out, 
     auto lock = mpi_lock();
     TS_MPI_CHECK(MPI_Ireduce_scatter_block(in_buf.data_ptr(), out_buf.data_ptr(), count_of(out_buf),
                                            reduce_type(out_buf), mpi_reduce_op(op, out_buf.dtype()),
-                                           comm_, &req));
+                                           comm_->comm, &req));
   }
   int p = size_;
-  return make_work(
-      req, "reduce_scatter", [out_buf, out, op, p] { finish_reduce(out_buf, out, op, p); },
-      {in_buf, out_buf, in, out});
+  return make_work(*this, req, "reduce_scatter",
+                   [out_buf, out, op, p] { finish_reduce(out_buf, out, op, p); },
+                   {in_buf, out_buf, in, out});
 }
 
 WorkPtr MpiCommunicator::do_all_gather(const Tensor& in, const Tensor& out) {
@@ -100,20 +103,20 @@ WorkPtr MpiCommunicator::do_all_gather(const Tensor& in, const Tensor& out) {
   MPI_Request req;
   {
     auto lock = mpi_lock();
-    TS_MPI_CHECK(MPI_Iallgather(in.data_ptr(), count_of(in), type, out.data_ptr(), count_of(in), type,
-                                comm_, &req));
+    TS_MPI_CHECK(MPI_Iallgather(in.data_ptr(), count_of(in), type, out.data_ptr(), count_of(in),
+                                type, comm_->comm, &req));
   }
-  return make_work(req, "all_gather", nullptr, {in, out});
+  return make_work(*this, req, "all_gather", nullptr, {in, out});
 }
 
 WorkPtr MpiCommunicator::do_broadcast(const Tensor& t, int root) {
   MPI_Request req;
   {
     auto lock = mpi_lock();
-    TS_MPI_CHECK(
-        MPI_Ibcast(t.data_ptr(), count_of(t), mpi_transport_type(t.dtype()), root, comm_, &req));
+    TS_MPI_CHECK(MPI_Ibcast(t.data_ptr(), count_of(t), mpi_transport_type(t.dtype()), root,
+                            comm_->comm, &req));
   }
-  return make_work(req, "broadcast", nullptr, {t});
+  return make_work(*this, req, "broadcast", nullptr, {t});
 }
 
 WorkPtr MpiCommunicator::do_reduce(const Tensor& t, int root, ReduceOp op) {
@@ -122,14 +125,14 @@ WorkPtr MpiCommunicator::do_reduce(const Tensor& t, int root, ReduceOp op) {
   MPI_Request req;
   {
     auto lock = mpi_lock();
-    TS_MPI_CHECK(MPI_Ireduce(is_root ? MPI_IN_PLACE : buf.data_ptr(), is_root ? buf.data_ptr() : nullptr,
-                             count_of(buf), reduce_type(buf), mpi_reduce_op(op, buf.dtype()), root,
-                             comm_, &req));
+    TS_MPI_CHECK(MPI_Ireduce(is_root ? MPI_IN_PLACE : buf.data_ptr(),
+                             is_root ? buf.data_ptr() : nullptr, count_of(buf), reduce_type(buf),
+                             mpi_reduce_op(op, buf.dtype()), root, comm_->comm, &req));
   }
   int p = size_;
   std::function<void()> finish;
   if (is_root) finish = [buf, t, op, p] { finish_reduce(buf, t, op, p); };
-  return make_work(req, "reduce", std::move(finish), {buf, t});
+  return make_work(*this, req, "reduce", std::move(finish), {buf, t});
 }
 
 WorkPtr MpiCommunicator::do_all_to_all(const Tensor& in, const Tensor& out) {
@@ -139,38 +142,38 @@ WorkPtr MpiCommunicator::do_all_to_all(const Tensor& in, const Tensor& out) {
   {
     auto lock = mpi_lock();
     TS_MPI_CHECK(
-        MPI_Ialltoall(in.data_ptr(), chunk, type, out.data_ptr(), chunk, type, comm_, &req));
+        MPI_Ialltoall(in.data_ptr(), chunk, type, out.data_ptr(), chunk, type, comm_->comm, &req));
   }
-  return make_work(req, "all_to_all", nullptr, {in, out});
+  return make_work(*this, req, "all_to_all", nullptr, {in, out});
 }
 
 WorkPtr MpiCommunicator::do_send(const Tensor& t, int peer, int tag) {
   MPI_Request req;
   {
     auto lock = mpi_lock();
-    TS_MPI_CHECK(
-        MPI_Isend(t.data_ptr(), count_of(t), mpi_transport_type(t.dtype()), peer, tag, comm_, &req));
+    TS_MPI_CHECK(MPI_Isend(t.data_ptr(), count_of(t), mpi_transport_type(t.dtype()), peer, tag,
+                           comm_->comm, &req));
   }
-  return make_work(req, "send", nullptr, {t});
+  return make_work(*this, req, "send", nullptr, {t});
 }
 
 WorkPtr MpiCommunicator::do_recv(const Tensor& t, int peer, int tag) {
   MPI_Request req;
   {
     auto lock = mpi_lock();
-    TS_MPI_CHECK(
-        MPI_Irecv(t.data_ptr(), count_of(t), mpi_transport_type(t.dtype()), peer, tag, comm_, &req));
+    TS_MPI_CHECK(MPI_Irecv(t.data_ptr(), count_of(t), mpi_transport_type(t.dtype()), peer, tag,
+                           comm_->comm, &req));
   }
-  return make_work(req, "recv", nullptr, {t});
+  return make_work(*this, req, "recv", nullptr, {t});
 }
 
 WorkPtr MpiCommunicator::do_barrier() {
   MPI_Request req;
   {
     auto lock = mpi_lock();
-    TS_MPI_CHECK(MPI_Ibarrier(comm_, &req));
+    TS_MPI_CHECK(MPI_Ibarrier(comm_->comm, &req));
   }
-  return make_work(req, "barrier", nullptr, {});
+  return make_work(*this, req, "barrier", nullptr, {});
 }
 
 std::shared_ptr<Communicator> MpiCommunicator::split(int color, int key, const std::string& name) {
@@ -182,19 +185,19 @@ std::shared_ptr<Communicator> MpiCommunicator::split(int color, int key, const s
   MPI_Request req;
   {
     auto lock = mpi_lock();
-    TS_MPI_CHECK(MPI_Iallgather(mine.data_ptr(), 2, MPI_INT64_T, all.data_ptr(), 2, MPI_INT64_T, comm_,
-                                &req));
+    TS_MPI_CHECK(MPI_Iallgather(mine.data_ptr(), 2, MPI_INT64_T, all.data_ptr(), 2, MPI_INT64_T,
+                                comm_->comm, &req));
   }
   MpiWork(req, MpiWorkInfo{"split", this->name(), timeout_s()}, nullptr, {mine, all}).wait();
 
   MPI_Comm sub = MPI_COMM_NULL;
   {
     auto lock = mpi_lock();
-    TS_MPI_CHECK(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &sub));
+    TS_MPI_CHECK(MPI_Comm_split(comm_->comm, color < 0 ? MPI_UNDEFINED : color, key, &sub));
   }
   if (sub == MPI_COMM_NULL) return nullptr;
   auto child = std::make_shared<MpiCommunicator>(
-      sub, name.empty() ? str_cat(this->name(), "/", color) : name);
+      MpiComm{sub}, name.empty() ? str_cat(this->name(), "/", color) : name);
   child->set_timeout_s(timeout_s());
   return child;
 }

@@ -1,10 +1,9 @@
 // The MPI backend: CPU tensors of every dtype over nonblocking MPI calls (MPI_Iallreduce, ...).
 // 16-bit floats (f16, bf16) are reduced in f32: each rank widens its tensor to f32, MPI reduces
 // the f32 buffers, and the result is rounded back once (round to nearest even). This is exact
-// for max and min and more accurate than rounding after every partial sum.
+// for max and min and more accurate than rounding after every partial sum. mpi.h stays out of this
+// header: the MPI_Comm is held through an opaque MpiComm (mpi_handle.h, internal).
 #pragma once
-
-#include <mpi.h>
 
 #include <memory>
 #include <string>
@@ -13,13 +12,15 @@
 
 namespace tessera::parallel {
 
+struct MpiComm;  // the MPI_Comm, defined in mpi_handle.h
+
 class MpiCommunicator : public Communicator {
  public:
   // A communicator over a duplicate of `comm` (so our traffic never matches anyone else's), with
   // errors returned to us (thrown as exceptions) instead of MPI's default of aborting.
-  static std::shared_ptr<MpiCommunicator> duplicate(MPI_Comm comm, const std::string& name);
+  static std::shared_ptr<MpiCommunicator> duplicate(const MpiComm& comm, const std::string& name);
   // Takes ownership of `comm` (freed on destruction while MPI is running).
-  MpiCommunicator(MPI_Comm comm, std::string name);
+  MpiCommunicator(const MpiComm& comm, std::string name);
   ~MpiCommunicator() override;
 
   int rank() const override { return rank_; }
@@ -27,7 +28,8 @@ class MpiCommunicator : public Communicator {
   const char* backend() const override { return "mpi"; }
   DeviceType device_type() const override { return DeviceType::cpu; }
   std::shared_ptr<Communicator> split(int color, int key, const std::string& name = "") override;
-  MPI_Comm handle() const { return comm_; }
+  // The MPI_Comm, for code that includes mpi_handle.h.
+  const MpiComm& handle() const { return *comm_; }
 
  protected:
   WorkPtr do_all_reduce(const Tensor& t, ReduceOp op) override;
@@ -41,10 +43,7 @@ class MpiCommunicator : public Communicator {
   WorkPtr do_barrier() override;
 
  private:
-  WorkPtr make_work(MPI_Request request, const char* op, std::function<void()> finish,
-                    std::vector<Tensor> keep_alive);
-
-  MPI_Comm comm_;
+  std::unique_ptr<MpiComm> comm_;
   int rank_ = 0;
   int size_ = 1;
 };

@@ -1,8 +1,7 @@
 // MPI's lifetime in one object, and the job-level failure policy: an error on any rank ends every
 // rank at once (MPI_Abort), with the rank named in the message, instead of leaving peers hanging.
+// mpi.h stays out of this header (the communicators are opaque MpiComm handles, mpi_handle.h).
 #pragma once
-
-#include <mpi.h>
 
 #include <functional>
 #include <memory>
@@ -13,6 +12,7 @@
 namespace tessera::parallel {
 
 class MpiCommunicator;
+struct MpiComm;  // the MPI_Comm, defined in mpi_handle.h
 
 // Initialises MPI (MPI_THREAD_MULTIPLE when the library provides it; otherwise every MPI call is
 // serialised by a lock) and finalises it on destruction. One per process: MPI cannot be
@@ -38,7 +38,7 @@ class MpiRuntime {
   int size_ = 1;
   std::shared_ptr<MpiCommunicator> world_;
   // A private communicator for the shutdown barrier, so it can never match a user's collective.
-  MPI_Comm shutdown_comm_ = MPI_COMM_NULL;
+  std::unique_ptr<MpiComm> shutdown_comm_;
 };
 
 // True between MPI_Init and MPI_Finalize.

@@ -1,6 +1,7 @@
 // The Work handle of a nonblocking MPI call: polls MPI_Test until the request completes, then runs
 // the call's finishing step (unpacking 16-bit results, dividing for avg) exactly once. A wait that
-// outlasts the timeout aborts the job, naming the rank, the operation and the group.
+// outlasts the timeout aborts the job, naming the rank, the operation and the group. Internal (it
+// includes mpi.h): only the MPI sources of parallel/comm include it; users see the Work interface.
 #pragma once
 
 #include <mpi.h>
