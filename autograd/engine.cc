@@ -1,5 +1,7 @@
 // The backward engine: dependency counting over the graph reachable from the roots, then a ready
-// queue that runs the most recently created node first, summing gradients per node input.
+// queue that runs the most recently created node first, summing gradients per node input. A node
+// no gradient reached is skipped, unless it always runs (a collective; zeros stand in for the
+// missing gradients).
 #include "autograd/engine.h"
 
 #include <queue>
@@ -96,6 +98,7 @@ class GraphTask {
       }
       std::vector<Tensor> out;
       if (should_run(node, grads)) {
+        if (node->always_run()) fill_missing_grads(*node, grads);
         out = node->apply(std::move(grads));
         // create_graph keeps the graph too (PyTorch's default): the new graph refers to it.
         if (!opts_.retain_graph && !opts_.create_graph) node->release_saved();
@@ -122,13 +125,31 @@ class GraphTask {
     return r;
   }
 
+  // A node runs when a gradient reached one of its outputs, or always when it is a collective
+  // (Node::always_run): a rank that skipped it would leave its group waiting. Under grad() only
+  // nodes on a path to a requested input run, always_run or not.
   bool should_run(Node* node, const std::vector<Tensor>& grads) const {
-    bool any = false;
-    for (const Tensor& g : grads) any = any || g.defined();
-    if (!any) return false;
     if (!accumulate_ && dynamic_cast<AccumulateGrad*>(node)) return false;
-    if (restricted_) return runs_.at(node);
-    return true;
+    if (restricted_ && !runs_.at(node)) return false;
+    if (node->always_run()) return true;
+    for (const Tensor& g : grads)
+      if (g.defined()) return true;
+    return false;
+  }
+
+  // Zeros, shaped like the recorded outputs, for the gradients that did not reach an always_run
+  // node, so its collective runs with the right sizes on every rank.
+  static void fill_missing_grads(const Node& node, std::vector<Tensor>& grads) {
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (grads[i].defined()) continue;
+      if (i >= node.output_meta.size() || !node.output_meta[i].recorded) {
+        throw InternalError("backward",
+                            str_cat(node.name(), " always runs, but the shape of its output ", i,
+                                    " was not recorded (call Node::record_output)"));
+      }
+      const Node::OutputMeta& m = node.output_meta[i];
+      grads[i] = zeros(m.shape, {.dtype = m.dtype, .device = m.device});
+    }
   }
 
   BackwardOptions opts_;

@@ -11,6 +11,9 @@
 //   Tensor out = ...forward from kernels...;
 //   if (auto node = make_node<MulBackward>({&a, &b})) { node->a = SavedTensor(a); ...;
 //     set_history(out, node); }
+//
+// A node whose backward is a collective also overrides always_run() to return true and calls
+// node->record_output(out) after set_history (see Node::always_run).
 #pragma once
 
 #include <cstdint>
@@ -44,11 +47,35 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual void release_saved() {}
   // How many outputs the forward produced (grads.size() in apply).
   virtual uint32_t num_outputs() const { return 1; }
+  // True for nodes whose backward is a collective (parallel/tensor's region ops): every rank of
+  // the group must run it, even a rank where no gradient reached it, or its peers wait forever.
+  // The engine then runs the node whenever it is reachable from the roots (under grad(): only when
+  // it also lies on a path to a requested input, as for any node; every rank decides that alike),
+  // and apply() sees a defined gradient for EVERY output: those that did not arrive are zeros
+  // shaped like the outputs the forward recorded with record_output(). The zeros flow on, so the
+  // leaves below get zero gradients (and their grad-ready hooks fire) on every rank alike.
+  virtual bool always_run() const { return false; }
 
   bool needs_input_grad(size_t i) const { return i < next_edges.size() && next_edges[i].valid(); }
 
+  // Shape, dtype and device of one forward output: what a zero gradient for it looks like.
+  struct OutputMeta {
+    Shape shape;
+    DType dtype = DType::f32;
+    Device device{};
+    bool recorded = false;
+  };
+  // An always_run() node calls this for each output after set_history (the engine refuses to run
+  // such a node without a gradient for an output it cannot shape).
+  void record_output(const Tensor& out, uint32_t output_nr = 0) {
+    if (output_meta.size() <= output_nr) output_meta.resize(output_nr + 1);
+    output_meta[output_nr] = OutputMeta{out.shape(), out.dtype(), out.device(), true};
+  }
+
   std::vector<Edge> next_edges;  // one per differentiable input, in the forward's order
   uint64_t sequence_nr;          // creation order: later nodes run first among ready ones
+  // Filled by record_output (indexed by output_nr); empty for nodes that do not always run.
+  std::vector<OutputMeta> output_meta;
 };
 
 // A tensor kept for backward, with the version it had when saved: unpacking it after an in-place

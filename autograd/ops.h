@@ -157,6 +157,11 @@ struct AttentionArgs {
   double dropout_p = 0.0;
   std::optional<double> scale{};  // default 1/sqrt(D)
   Generator* gen = nullptr;
+  // Tensor parallelism: these H heads are heads [head_offset, head_offset + H) of a layer of
+  // total_heads (0: H). Dropout then reserves and draws the whole layer's mask, so the shards' masks
+  // equal the serial layer's.
+  int64_t total_heads = 0;
+  int64_t head_offset = 0;
 };
 // q (B, H, T, D), k, v (B, H, S, D) -> (B, H, T, D), fused (kernels::attention_forward).
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,

@@ -91,8 +91,14 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   opts.dropout_p = float(args.dropout_p);
   if (args.dropout_p > 0.0) {
     Generator& g = args.gen ? *args.gen : default_generator();
-    opts.offset = g.reserve(uint64_t(b * h * t * s));  // one counter per (B, H, T, S) probability
+    const int64_t heads = args.total_heads > 0 ? args.total_heads : h;
+    TS_CHECK(args.head_offset >= 0 && args.head_offset + h <= heads, kOp, "expected heads [",
+             args.head_offset, ", ", args.head_offset + h, ") inside total_heads ", heads);
+    // One counter per (B, heads, T, S) probability of the whole layer.
+    opts.offset = g.reserve(uint64_t(b * heads * t * s));
     opts.seed = g.seed();
+    opts.dropout_heads = heads;
+    opts.dropout_head_offset = args.head_offset;
   }
   Tensor out = empty(q.shape(), {.dtype = q.dtype(), .device = q.device()});  // (B, H, T, D)
   Tensor lse = empty({b, h, t}, {.dtype = DType::f32, .device = q.device()});

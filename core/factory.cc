@@ -110,7 +110,50 @@ void draw_into(const Tensor& t, Generator* gen, Draw draw) {
   copy_tensor(host, t);
   t.bump_version();
 }
+
+// draw_into for a slice of a whole draw: element i of t takes the counter of its global position.
+template <typename Draw>
+void draw_slice_into(const Tensor& t, const DrawSlice& at, Draw draw) {
+  const int64_t dims = int64_t(at.whole.size());
+  TS_CHECK(t.dim() == dims && int64_t(at.start.size()) == dims, "draw_slice",
+           "expected a slice of ", dims, " dimensions with ", dims, " starts, got ", t.describe(),
+           " with ", at.start.size());
+  for (int64_t d = 0; d < dims; ++d) {
+    TS_CHECK(at.start[d] >= 0 && at.start[d] + t.size(d) <= at.whole[d], "draw_slice",
+             "expected the slice inside the whole ", shape_str(at.whole), ", got start ",
+             at.start[d], " and size ", t.size(d), " in dimension ", d);
+  }
+  std::vector<int64_t> whole_stride(size_t(dims), 1);
+  for (int64_t d = dims - 2; d >= 0; --d) whole_stride[d] = whole_stride[d + 1] * at.whole[d + 1];
+  const int64_t n = t.numel();
+  Tensor host = empty(t.shape(), {.dtype = DType::f32});
+  float* p = host.data<float>();
+  parallel_for(n, 16384, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      int64_t rest = i, global = 0;
+      for (int64_t d = dims - 1; d >= 0; --d) {
+        const int64_t idx = rest % t.size(d);
+        rest /= t.size(d);
+        global += (at.start[d] + idx) * whole_stride[d];
+      }
+      p[i] = draw(at.seed, at.first + uint64_t(global));
+    }
+  });
+  copy_tensor(host, t);
+  t.bump_version();
+}
 }  // namespace
+
+void normal_slice_(const Tensor& t, double mean, double std, const DrawSlice& at) {
+  const float m = float(mean), s = float(std);
+  draw_slice_into(t, at, [m, s](uint64_t seed, uint64_t i) { return m + s * philox_normal(seed, i); });
+}
+
+void uniform_slice_(const Tensor& t, double low, double high, const DrawSlice& at) {
+  const float lo = float(low), span = float(high - low);
+  draw_slice_into(t, at,
+                  [lo, span](uint64_t seed, uint64_t i) { return lo + span * philox_uniform(seed, i); });
+}
 
 void normal_(const Tensor& t, double mean, double std, Generator* gen) {
   const float m = float(mean), s = float(std);

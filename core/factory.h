@@ -43,4 +43,19 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape,
 void normal_(const Tensor& t, double mean, double std, Generator* gen = nullptr);
 void uniform_(const Tensor& t, double low, double high, Generator* gen = nullptr);
 
+// Where a slice sits in a draw made for a whole tensor: the draw's seed and first counter (what
+// Generator::reserve(numel(whole)) returned), the whole tensor's shape, and the slice's start per
+// dimension. A shard drawn at its slice holds exactly the values of the same slice of the whole draw
+// (tensor-parallel layers initialise their shards this way, equal to the serial layer).
+struct DrawSlice {
+  uint64_t seed = 0;
+  uint64_t first = 0;
+  Shape whole;
+  std::vector<int64_t> start;  // one per dimension of `whole`
+};
+// t (the slice's shape) receives what normal_ / uniform_ would put at [start, start + t.shape()) of
+// the whole tensor. Reserves no counters (the caller reserved the whole draw).
+void normal_slice_(const Tensor& t, double mean, double std, const DrawSlice& at);
+void uniform_slice_(const Tensor& t, double low, double high, const DrawSlice& at);
+
 }  // namespace tessera

@@ -113,6 +113,10 @@ struct AttentionOptions {
   float dropout_p = 0.0f;  // on the probabilities; mask from philox(seed, offset + flat index in (B,H,T,S))
   uint64_t seed = 0;
   uint64_t offset = 0;
+  // Heads sharded over tensor-parallel ranks draw the serial layer's mask: the flat index counts
+  // dropout_heads heads (0: H) and these H start at head dropout_head_offset.
+  int64_t dropout_heads = 0;
+  int64_t dropout_head_offset = 0;
 };
 // Fused scaled dot-product attention, flash style: q (B, H, T, D), k and v (B, H, S, D), out (B, H, T, D),
 // lse (B, H, T) f32 log-sum-exp of the scaled, masked scores (saved for the backward).

@@ -25,8 +25,13 @@ void scale_grads(const std::vector<Tensor>& params, double factor) {
 }
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, const SumReducer& reduce) {
+  return clip_grad_norm(params, params, max_norm, reduce);
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, const std::vector<Tensor>& counted,
+                      double max_norm, const SumReducer& reduce) {
   TS_CHECK(max_norm > 0.0, "clip_grad_norm", "expected max_norm > 0, got ", max_norm);
-  double sq = grad_sq_sum(params);
+  double sq = grad_sq_sum(counted);
   if (reduce) sq = reduce(sq);
   const double norm = std::sqrt(sq);
   if (!std::isfinite(norm)) return norm;

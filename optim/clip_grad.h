@@ -23,5 +23,11 @@ using SumReducer = std::function<double(double local)>;
 // A non-finite norm is returned and nothing is scaled (the loss scaler or the caller decides what
 // to do with the step). max_norm must be > 0.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, const SumReducer& reduce = {});
+// The same when ranks hold parameters in common (tensor parallelism): the norm is
+// sqrt(reduce(grad_sq_sum(counted))), where `counted` are the parameters whose gradients this rank
+// accounts for (its shards, and each replicated parameter on one rank of its group only), and every
+// one of `params` is scaled.
+double clip_grad_norm(const std::vector<Tensor>& params, const std::vector<Tensor>& counted,
+                      double max_norm, const SumReducer& reduce);
 
 }  // namespace tessera::optim

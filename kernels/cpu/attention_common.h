@@ -22,6 +22,7 @@ struct Problem {
   int64_t shift = 0;  // causal: query t sees keys s <= t + shift (shift = S - T)
   float dropout_p = 0.0f;
   uint64_t seed = 0, offset = 0;
+  int64_t dropout_heads = 0, dropout_head_offset = 0;  // the whole layer's heads, this H's first
   const bool* mask = nullptr;  // key padding mask (B, S), true = attend; null when absent
   int64_t mask_sb = 0, mask_ss = 0;
 

@@ -41,6 +41,7 @@ struct Problem {
   float dropout_p = 0.0f;
   float keep_scale = 1.0f;  // 1 / (1 - p), in f32 as the CPU computes it
   uint64_t seed = 0, offset = 0;
+  int64_t dropout_heads = 0, dropout_head_offset = 0;  // the whole layer's heads, this H's first
   const uint8_t* mask = nullptr;  // key padding mask (B, S) bool, true = attend; null when absent
   int64_t mask_sb = 0, mask_ss = 0;
 };

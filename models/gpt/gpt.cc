@@ -5,17 +5,17 @@
 
 namespace tessera::gpt {
 
-GPT::GPT(const GPTConfig& config, Generator& gen) : config_(config) {
+GPT::GPT(const GPTConfig& config, const nn::BuildContext& ctx) : config_(config) {
   config.validate();
   const GPTConfig& c = config_;
   wte_ = register_module(
       "wte",
       nn::make_embedding({.num_embeddings = c.vocab_size, .dim = c.d_model, .init_std = c.init_std},
-                         gen, nn::ParallelStyle::vocab));
+                         ctx, nn::ParallelStyle::vocab));
   wpe_ = register_module(
       "wpe",
       nn::make_embedding(
-          {.num_embeddings = c.context_length, .dim = c.d_model, .init_std = c.init_std}, gen));
+          {.num_embeddings = c.context_length, .dim = c.d_model, .init_std = c.init_std}, ctx));
   drop_ = register_module("drop", std::make_shared<nn::Dropout>(c.dropout));
   h_ = register_module("h", std::make_shared<nn::ModuleList>());
   for (int64_t i = 0; i < c.n_layers; ++i) {
@@ -32,18 +32,18 @@ GPT::GPT(const GPTConfig& config, Generator& gen) : config_(config) {
                                   .init_std = c.init_std,
                                   .residual_layers = c.n_layers,
                                   .checkpoint = c.checkpoint},
-                                 gen));
+                                 ctx));
   }
   ln_f_ = register_module("ln_f", nn::make_layer_norm({.dim = c.d_model, .eps = c.ln_eps}));
   const nn::LMHeadSpec head{
       .d_model = c.d_model, .vocab_size = c.vocab_size, .bias = false, .init_std = c.init_std};
   lm_head_ = register_module(
       "lm_head", c.tie_embeddings
-                     ? nn::make_tied_lm_head(head, wte_->weight(), nn::ParallelStyle::vocab)
-                     : nn::make_lm_head(head, gen, nn::ParallelStyle::vocab));
+                     ? nn::make_tied_lm_head(head, *wte_, ctx, nn::ParallelStyle::vocab)
+                     : nn::make_lm_head(head, ctx, nn::ParallelStyle::vocab));
 }
 
-Tensor GPT::forward(const Tensor& ids) {
+Tensor GPT::hidden(const Tensor& ids) {
   TS_CHECK(ids.defined() && ids.dim() == 2 && ids.size(1) >= 1 &&
                ids.size(1) <= config_.context_length &&
                (ids.dtype() == DType::i64 || ids.dtype() == DType::i32),
@@ -53,7 +53,11 @@ Tensor GPT::forward(const Tensor& ids) {
   Tensor pos = arange(0, double(t), 1.0, {.dtype = DType::i64, .device = ids.device()});  // (T)
   Tensor x = drop_->forward(wte_->forward(ids) + wpe_->forward(pos));  // (B, T, C)
   for (size_t i = 0; i < h_->size(); ++i) x = h_->at<nn::Block>(i)->forward(x);
-  return lm_head_->forward(ln_f_->forward(x));  // (B, T, V)
+  return ln_f_->forward(x);  // (B, T, C)
+}
+
+Tensor GPT::forward(const Tensor& ids) {
+  return lm_head_->forward(hidden(ids));  // (B, T, V)
 }
 
 Tensor GPT::loss(const Tensor& ids, const Tensor& targets) {
@@ -61,7 +65,7 @@ Tensor GPT::loss(const Tensor& ids, const Tensor& targets) {
            "expected targets of the ids' shape ", shape_str(ids.shape()), ", got ",
            targets.defined() ? targets.describe() : "undefined");
   Tensor tgt = targets.dtype() == DType::i64 ? targets : targets.to(DType::i64);
-  return cross_entropy(forward(ids), tgt);
+  return lm_head_->loss(hidden(ids), tgt);
 }
 
 }  // namespace tessera::gpt

@@ -16,11 +16,15 @@ class GPT : public nn::Module {
   // Weights drawn from gen as GPT-2 does: N(0, init_std) for embeddings and linears, the two
   // residual projections of each block N(0, init_std / sqrt(2 * n_layers)), zero biases, unit
   // LayerNorm gains.
-  GPT(const GPTConfig& config, Generator& gen);
+  // Under a context with tensor parallelism the layers are their 1D twins (factory.h), holding the
+  // shards of the weights the serial GPT draws from the same generator.
+  GPT(const GPTConfig& config, const nn::BuildContext& ctx);
   std::string type_name() const override { return "GPT"; }
 
   // ids (B, T) i32/i64 with T <= context_length -> logits (B, T, vocab_size).
   Tensor forward(const Tensor& ids);
+  // The final hidden states before the head: (B, T) ids -> (B, T, d_model).
+  Tensor hidden(const Tensor& ids);
   // Mean cross-entropy of forward(ids) against targets (B, T) (-100 entries are ignored).
   Tensor loss(const Tensor& ids, const Tensor& targets);
 

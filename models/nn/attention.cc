@@ -12,43 +12,52 @@ double residual_init_std(double init_std, int64_t layers) {
   return layers > 0 ? init_std / std::sqrt(2.0 * double(layers)) : init_std;
 }
 
-MultiHeadAttention::MultiHeadAttention(const AttentionSpec& spec, Generator& gen) : spec_(spec) {
+MultiHeadAttention::MultiHeadAttention(const AttentionSpec& spec, const BuildContext& ctx) : spec_(spec) {
   TS_CHECK(spec.d_model > 0 && spec.n_heads > 0 && spec.d_model % spec.n_heads == 0,
            "MultiHeadAttention",
            "expected d_model divisible by n_heads (both positive), got d_model ", spec.d_model,
            " and n_heads ", spec.n_heads);
   TS_CHECK(spec.attn_dropout >= 0.0 && spec.attn_dropout < 1.0, "MultiHeadAttention",
            "expected attn_dropout in [0, 1), got ", spec.attn_dropout);
+  // Under 1D tensor parallelism each rank computes n_heads / P of the heads.
+  const int64_t split = ctx.tensor_parallel() ? ctx.tensor_size() : 1;
+  TS_CHECK(spec.n_heads % split == 0, "MultiHeadAttention", "expected n_heads ", spec.n_heads,
+           " divisible by the tensor-parallel size ", split);
+  local_heads_ = spec.n_heads / split;
+  head_offset_ = int64_t(ctx.tensor_rank()) * local_heads_;
   const int64_t c = spec.d_model;
-  c_attn_ = register_module(
-      "c_attn",
-      make_linear(
-          {.in_features = c, .out_features = 3 * c, .bias = spec.bias, .init_std = spec.init_std},
-          gen, ParallelStyle::column));
+  c_attn_ = register_module("c_attn", make_linear({.in_features = c,
+                                                   .out_features = 3 * c,
+                                                   .bias = spec.bias,
+                                                   .init_std = spec.init_std,
+                                                   .fused_blocks = 3},
+                                                  ctx, ParallelStyle::column));
   c_proj_ = register_module(
       "c_proj", make_linear({.in_features = c,
                              .out_features = c,
                              .bias = spec.bias,
                              .init_std = residual_init_std(spec.init_std, spec.residual_layers)},
-                            gen, ParallelStyle::row));
+                            ctx, ParallelStyle::row));
   resid_dropout_ = register_module("resid_dropout", std::make_shared<Dropout>(spec.resid_dropout));
 }
 
 Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& key_padding_mask) {
-  const int64_t c = spec_.d_model, h = spec_.n_heads;
+  const int64_t c = spec_.d_model, h = local_heads_, d = c / spec_.n_heads;
   TS_CHECK(x.defined() && x.dim() == 3 && x.size(2) == c, "MultiHeadAttention",
            "expected input (B, T, ", c, "), got ", x.defined() ? x.describe() : "undefined");
   const int64_t b = x.size(0), t = x.size(1);
-  Tensor qkv = c_attn_->forward(x);                                            // (B, T, 3C)
-  Tensor heads = permute(reshape(qkv, {b, t, 3, h, c / h}), {2, 0, 3, 1, 4});  // (3, B, H, T, D)
+  Tensor qkv = c_attn_->forward(x);  // (B, T, 3 H D): this rank's heads' q | k | v
+  Tensor heads = permute(reshape(qkv, {b, t, 3, h, d}), {2, 0, 3, 1, 4});  // (3, B, H, T, D)
   AttentionArgs args;
+  args.total_heads = spec_.n_heads;  // dropout draws the whole layer's mask at these heads
+  args.head_offset = head_offset_;
   args.key_padding_mask = key_padding_mask;
   args.causal = spec_.causal;
   args.dropout_p = is_training() ? spec_.attn_dropout : 0.0;
   Tensor y =
       scaled_dot_product_attention(select(heads, 0, 0), select(heads, 0, 1), select(heads, 0, 2),
                                    args);      // (B, H, T, D)
-  y = reshape(transpose(y, 1, 2), {b, t, c});  // (B, T, C)
+  y = reshape(transpose(y, 1, 2), {b, t, h * d});  // (B, T, H D)
   return resid_dropout_->forward(c_proj_->forward(y));
 }
 

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "core/generator.h"
+#include "models/nn/build_context.h"
 #include "models/nn/dropout.h"
 #include "models/nn/linear.h"
 
@@ -26,7 +27,7 @@ struct AttentionSpec {
 class MultiHeadAttention : public Module {
  public:
   // Builds c_attn with make_linear(ParallelStyle::column) and c_proj with ParallelStyle::row.
-  MultiHeadAttention(const AttentionSpec& spec, Generator& gen);
+  MultiHeadAttention(const AttentionSpec& spec, const BuildContext& ctx);
   std::string type_name() const override { return "MultiHeadAttention"; }
 
   // x (B, T, C); key_padding_mask (B, T) bool, true = attend, or undefined -> (B, T, C).
@@ -38,6 +39,8 @@ class MultiHeadAttention : public Module {
 
  private:
   AttentionSpec spec_;
+  int64_t local_heads_ = 0;  // heads this rank computes (all of them when serial)
+  int64_t head_offset_ = 0;  // the first of them among the layer's heads
   std::shared_ptr<Linear> c_attn_, c_proj_;
   std::shared_ptr<Dropout> resid_dropout_;
 };

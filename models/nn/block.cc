@@ -6,7 +6,7 @@
 
 namespace tessera::nn {
 
-Block::Block(const BlockSpec& spec, Generator& gen) : spec_(spec) {
+Block::Block(const BlockSpec& spec, const BuildContext& ctx) : spec_(spec) {
   ln_1_ = register_module("ln_1", make_layer_norm({.dim = spec.d_model, .eps = spec.ln_eps}));
   attn_ = register_module("attn", make_attention({.d_model = spec.d_model,
                                                   .n_heads = spec.n_heads,
@@ -16,7 +16,7 @@ Block::Block(const BlockSpec& spec, Generator& gen) : spec_(spec) {
                                                   .resid_dropout = spec.dropout,
                                                   .init_std = spec.init_std,
                                                   .residual_layers = spec.residual_layers},
-                                                 gen));
+                                                 ctx));
   ln_2_ = register_module("ln_2", make_layer_norm({.dim = spec.d_model, .eps = spec.ln_eps}));
   mlp_ = register_module("mlp", make_mlp({.d_model = spec.d_model,
                                           .hidden = spec.mlp_hidden,
@@ -25,7 +25,7 @@ Block::Block(const BlockSpec& spec, Generator& gen) : spec_(spec) {
                                           .dropout = spec.dropout,
                                           .init_std = spec.init_std,
                                           .residual_layers = spec.residual_layers},
-                                         gen));
+                                         ctx));
 }
 
 Tensor Block::forward_layers(const Tensor& x, const Tensor& mask) {

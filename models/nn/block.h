@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/generator.h"
+#include "models/nn/build_context.h"
 #include "models/nn/attention.h"
 #include "models/nn/layer_norm.h"
 #include "models/nn/mlp.h"
@@ -32,7 +33,7 @@ struct BlockSpec {
 class Block : public Module {
  public:
   // Children, in order: ln_1, attn, ln_2, mlp (GPT-2's names), built through the factories.
-  Block(const BlockSpec& spec, Generator& gen);
+  Block(const BlockSpec& spec, const BuildContext& ctx);
   std::string type_name() const override { return "Block"; }
 
   // x (B, T, C); key_padding_mask (B, T) bool, true = attend, or undefined -> (B, T, C).

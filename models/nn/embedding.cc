@@ -5,11 +5,24 @@
 
 namespace tessera::nn {
 
-Embedding::Embedding(const EmbeddingSpec& spec, Generator& gen, ParallelStyle style)
-    : spec_(spec), style_(style) {
+void Embedding::check_spec(const EmbeddingSpec& spec) {
   TS_CHECK(spec.num_embeddings > 0 && spec.dim > 0, "Embedding",
            "expected positive num_embeddings and dim, got ", spec.num_embeddings, " and ",
            spec.dim);
+}
+
+Embedding::Embedding(const EmbeddingSpec& spec, ParallelStyle style, std::nullptr_t)
+    : spec_(spec), style_(style) {
+  check_spec(spec);
+}
+
+void Embedding::adopt(const Tensor& weight, const parallel::tensor::Placement& placement) {
+  weight_ = register_parameter("weight", weight, placement);
+}
+
+Embedding::Embedding(const EmbeddingSpec& spec, Generator& gen, ParallelStyle style)
+    : spec_(spec), style_(style) {
+  check_spec(spec);
   Tensor w = empty({spec.num_embeddings, spec.dim});
   normal_(w, 0.0, spec.init_std, &gen);
   weight_ = register_parameter("weight", w);

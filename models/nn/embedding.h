@@ -27,7 +27,13 @@ class Embedding : public Module {
   const EmbeddingSpec& spec() const { return spec_; }
   ParallelStyle parallel_style() const { return style_; }
 
+ protected:
+  // For the vocab-parallel twin: the spec and hint without a table; adopt() registers the shard.
+  Embedding(const EmbeddingSpec& spec, ParallelStyle style, std::nullptr_t);
+  void adopt(const Tensor& weight, const parallel::tensor::Placement& placement);
+
  private:
+  static void check_spec(const EmbeddingSpec& spec);
   EmbeddingSpec spec_;
   ParallelStyle style_;
   Tensor weight_;

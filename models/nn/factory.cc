@@ -3,6 +3,9 @@
 
 #include <initializer_list>
 
+#include "models/nn/parallel/linear_1d.h"
+#include "models/nn/parallel/vocab_1d.h"
+
 namespace tessera::nn {
 
 namespace {
@@ -18,55 +21,85 @@ void check_style(const char* factory, ParallelStyle style,
   TS_CHECK(ok, factory, "expected ParallelStyle ", names, ", got ", parallel_style_name(style));
 }
 
+// The 1D twins exist today; the other modes are refused by name until their layers land.
+bool one_d(const BuildContext& ctx, const char* factory) {
+  if (!ctx.tensor_parallel()) return false;
+  TS_CHECK(ctx.tensor_mode() == "1d", factory, "tensor parallelism mode '", ctx.tensor_mode(),
+           "' has no layers in this version of Tessera (1d does); set parallel.tensor.mode to 1d");
+  return true;
+}
+
 }  // namespace
 
-std::shared_ptr<Linear> make_linear(const LinearSpec& spec, Generator& gen, ParallelStyle style) {
+std::shared_ptr<Linear> make_linear(const LinearSpec& spec, const BuildContext& ctx,
+                                    ParallelStyle style) {
   check_style("make_linear", style,
               {ParallelStyle::none, ParallelStyle::column, ParallelStyle::row});
-  return std::make_shared<Linear>(spec, gen, style);
+  if (style != ParallelStyle::none && one_d(ctx, "make_linear")) {
+    if (style == ParallelStyle::column) return std::make_shared<ColumnParallelLinear>(spec, ctx);
+    return std::make_shared<RowParallelLinear>(spec, ctx);
+  }
+  return std::make_shared<Linear>(spec, ctx.generator(), style);
 }
 
 std::shared_ptr<LayerNorm> make_layer_norm(const LayerNormSpec& spec) {
   return std::make_shared<LayerNorm>(spec);
 }
 
-std::shared_ptr<Embedding> make_embedding(const EmbeddingSpec& spec, Generator& gen,
+std::shared_ptr<Embedding> make_embedding(const EmbeddingSpec& spec, const BuildContext& ctx,
                                           ParallelStyle style) {
   check_style("make_embedding", style, {ParallelStyle::none, ParallelStyle::vocab});
-  return std::make_shared<Embedding>(spec, gen, style);
+  if (style == ParallelStyle::vocab && one_d(ctx, "make_embedding"))
+    return std::make_shared<VocabParallelEmbedding>(spec, ctx);
+  return std::make_shared<Embedding>(spec, ctx.generator(), style);
 }
 
-std::shared_ptr<MultiHeadAttention> make_attention(const AttentionSpec& spec, Generator& gen) {
-  return std::make_shared<MultiHeadAttention>(spec, gen);
+std::shared_ptr<MultiHeadAttention> make_attention(const AttentionSpec& spec, const BuildContext& ctx) {
+  return std::make_shared<MultiHeadAttention>(spec, ctx);
 }
 
-std::shared_ptr<MLP> make_mlp(const MLPSpec& spec, Generator& gen) {
-  return std::make_shared<MLP>(spec, gen);
+std::shared_ptr<MLP> make_mlp(const MLPSpec& spec, const BuildContext& ctx) {
+  return std::make_shared<MLP>(spec, ctx);
 }
 
-std::shared_ptr<Block> make_block(const BlockSpec& spec, Generator& gen) {
-  return std::make_shared<Block>(spec, gen);
+std::shared_ptr<Block> make_block(const BlockSpec& spec, const BuildContext& ctx) {
+  return std::make_shared<Block>(spec, ctx);
 }
 
 std::shared_ptr<PatchEmbedding> make_patch_embedding(const PatchEmbeddingSpec& spec,
-                                                     Generator& gen) {
-  return std::make_shared<PatchEmbedding>(spec, gen);
+                                                     const BuildContext& ctx) {
+  return std::make_shared<PatchEmbedding>(spec, ctx);
 }
 
 std::shared_ptr<ClassificationHead> make_classification_head(const ClassificationHeadSpec& spec,
-                                                             Generator& gen) {
-  return std::make_shared<ClassificationHead>(spec, gen);
+                                                             const BuildContext& ctx) {
+  return std::make_shared<ClassificationHead>(spec, ctx);
 }
 
-std::shared_ptr<LMHead> make_lm_head(const LMHeadSpec& spec, Generator& gen, ParallelStyle style) {
+std::shared_ptr<LMHead> make_lm_head(const LMHeadSpec& spec, const BuildContext& ctx,
+                                     ParallelStyle style) {
   check_style("make_lm_head", style, {ParallelStyle::none, ParallelStyle::vocab});
-  return std::make_shared<LMHead>(spec, gen, style);
+  if (style == ParallelStyle::vocab && one_d(ctx, "make_lm_head"))
+    return std::make_shared<VocabParallelLMHead>(spec, ctx);
+  return std::make_shared<LMHead>(spec, ctx.generator(), style);
 }
 
 std::shared_ptr<LMHead> make_tied_lm_head(const LMHeadSpec& spec, const Tensor& tied_weight,
                                           ParallelStyle style) {
   check_style("make_tied_lm_head", style, {ParallelStyle::none, ParallelStyle::vocab});
   return std::make_shared<LMHead>(spec, tied_weight, style);
+}
+
+std::shared_ptr<LMHead> make_tied_lm_head(const LMHeadSpec& spec, const Embedding& embedding,
+                                          const BuildContext& ctx, ParallelStyle style) {
+  check_style("make_tied_lm_head", style, {ParallelStyle::none, ParallelStyle::vocab});
+  if (auto* split = dynamic_cast<const VocabParallelEmbedding*>(&embedding)) {
+    TS_CHECK(style == ParallelStyle::vocab, "make_tied_lm_head",
+             "expected ParallelStyle vocab for a head tied to a vocab-parallel embedding, got ",
+             parallel_style_name(style));
+    return std::make_shared<VocabParallelLMHead>(spec, *split, ctx);
+  }
+  return make_tied_lm_head(spec, embedding.weight(), style);
 }
 
 }  // namespace tessera::nn

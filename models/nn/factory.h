@@ -26,6 +26,7 @@
 #include <memory>
 
 #include "core/generator.h"
+#include "models/nn/build_context.h"
 #include "models/nn/attention.h"
 #include "models/nn/block.h"
 #include "models/nn/embedding.h"
@@ -39,24 +40,29 @@
 namespace tessera::nn {
 
 // Hints: none, column, row.
-std::shared_ptr<Linear> make_linear(const LinearSpec& spec, Generator& gen,
+std::shared_ptr<Linear> make_linear(const LinearSpec& spec, const BuildContext& ctx,
                                     ParallelStyle style = ParallelStyle::none);
 std::shared_ptr<LayerNorm> make_layer_norm(const LayerNormSpec& spec);
 // Hints: none, vocab.
-std::shared_ptr<Embedding> make_embedding(const EmbeddingSpec& spec, Generator& gen,
+std::shared_ptr<Embedding> make_embedding(const EmbeddingSpec& spec, const BuildContext& ctx,
                                           ParallelStyle style = ParallelStyle::none);
 // Composite layers: their linears ask for column then row (see above).
-std::shared_ptr<MultiHeadAttention> make_attention(const AttentionSpec& spec, Generator& gen);
-std::shared_ptr<MLP> make_mlp(const MLPSpec& spec, Generator& gen);
-std::shared_ptr<Block> make_block(const BlockSpec& spec, Generator& gen);
+std::shared_ptr<MultiHeadAttention> make_attention(const AttentionSpec& spec, const BuildContext& ctx);
+std::shared_ptr<MLP> make_mlp(const MLPSpec& spec, const BuildContext& ctx);
+std::shared_ptr<Block> make_block(const BlockSpec& spec, const BuildContext& ctx);
 std::shared_ptr<PatchEmbedding> make_patch_embedding(const PatchEmbeddingSpec& spec,
-                                                     Generator& gen);
+                                                     const BuildContext& ctx);
 std::shared_ptr<ClassificationHead> make_classification_head(const ClassificationHeadSpec& spec,
-                                                             Generator& gen);
+                                                             const BuildContext& ctx);
 // Hints: none, vocab.
-std::shared_ptr<LMHead> make_lm_head(const LMHeadSpec& spec, Generator& gen,
+std::shared_ptr<LMHead> make_lm_head(const LMHeadSpec& spec, const BuildContext& ctx,
                                      ParallelStyle style = ParallelStyle::none);
+// Serial: tied to a (vocab, d_model) tensor.
 std::shared_ptr<LMHead> make_tied_lm_head(const LMHeadSpec& spec, const Tensor& tied_weight,
+                                          ParallelStyle style = ParallelStyle::none);
+// Tied to `embedding`'s table: its shard when the embedding is vocab-parallel.
+std::shared_ptr<LMHead> make_tied_lm_head(const LMHeadSpec& spec, const Embedding& embedding,
+                                          const BuildContext& ctx,
                                           ParallelStyle style = ParallelStyle::none);
 
 }  // namespace tessera::nn

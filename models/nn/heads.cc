@@ -6,7 +6,7 @@
 
 namespace tessera::nn {
 
-ClassificationHead::ClassificationHead(const ClassificationHeadSpec& spec, Generator& gen)
+ClassificationHead::ClassificationHead(const ClassificationHeadSpec& spec, const BuildContext& ctx)
     : spec_(spec) {
   TS_CHECK(spec.d_model > 0 && spec.num_classes > 0, "ClassificationHead",
            "expected positive d_model and num_classes, got ", spec.d_model, " and ",
@@ -18,7 +18,7 @@ ClassificationHead::ClassificationHead(const ClassificationHeadSpec& spec, Gener
                                                .out_features = spec.num_classes,
                                                .bias = spec.bias,
                                                .init_std = spec.init_std},
-                                              gen));
+                                              ctx));
 }
 
 Tensor ClassificationHead::forward(const Tensor& x) {
@@ -57,6 +57,24 @@ LMHead::LMHead(const LMHeadSpec& spec, const Tensor& tied_weight, ParallelStyle 
 
 void LMHead::init_bias() {
   if (spec_.bias) bias_ = register_parameter("bias", zeros({spec_.vocab_size}));
+}
+
+LMHead::LMHead(const LMHeadSpec& spec, ParallelStyle style, bool tied, std::nullptr_t)
+    : spec_(spec), style_(style), tied_(tied) {
+  TS_CHECK(spec.d_model > 0 && spec.vocab_size > 0, "LMHead",
+           "expected positive d_model and vocab_size, got ", spec.d_model, " and ",
+           spec.vocab_size);
+}
+
+void LMHead::adopt(const Tensor& weight, const parallel::tensor::Placement& weight_placement,
+                   const Tensor& bias, const parallel::tensor::Placement& bias_placement) {
+  weight_ = tied_ ? register_parameter("weight", weight, weight.requires_grad())
+                  : register_parameter("weight", weight, weight_placement);
+  if (bias.defined()) bias_ = register_parameter("bias", bias, bias_placement);
+}
+
+Tensor LMHead::loss(const Tensor& x, const Tensor& targets, const CrossEntropyOptions& opts) {
+  return cross_entropy(forward(x), targets, opts);
 }
 
 Tensor LMHead::forward(const Tensor& x) {

@@ -5,7 +5,9 @@
 
 #include <memory>
 
+#include "autograd/ops.h"
 #include "core/generator.h"
+#include "models/nn/build_context.h"
 #include "models/nn/dropout.h"
 #include "models/nn/layer_norm.h"
 #include "models/nn/linear.h"
@@ -33,7 +35,7 @@ struct ClassificationHeadSpec {
 class ClassificationHead : public Module {
  public:
   // Children: norm (when spec.norm), dropout, head (Linear).
-  ClassificationHead(const ClassificationHeadSpec& spec, Generator& gen);
+  ClassificationHead(const ClassificationHeadSpec& spec, const BuildContext& ctx);
   std::string type_name() const override { return "ClassificationHead"; }
 
   virtual Tensor forward(const Tensor& x);
@@ -68,11 +70,22 @@ class LMHead : public Module {
 
   // (..., d_model) -> (..., vocab)
   virtual Tensor forward(const Tensor& x);
+  // cross_entropy(forward(x), targets): the loss goes through the head, so a vocab-parallel twin
+  // computes it from its shard of the logits without gathering them.
+  virtual Tensor loss(const Tensor& x, const Tensor& targets, const CrossEntropyOptions& opts = {});
 
   const Tensor& weight() const { return weight_; }
   const Tensor& bias() const { return bias_; }
   bool tied() const { return tied_; }
+  const LMHeadSpec& spec() const { return spec_; }
   ParallelStyle parallel_style() const { return style_; }
+
+ protected:
+  // For the vocab-parallel twin: the spec without a weight; adopt() registers the shard (tied: the
+  // embedding's shard itself) and the bias shard (when spec.bias).
+  LMHead(const LMHeadSpec& spec, ParallelStyle style, bool tied, std::nullptr_t);
+  void adopt(const Tensor& weight, const parallel::tensor::Placement& weight_placement,
+             const Tensor& bias, const parallel::tensor::Placement& bias_placement);
 
  private:
   void init_bias();

@@ -7,12 +7,30 @@
 
 namespace tessera::nn {
 
-Linear::Linear(const LinearSpec& spec, Generator& gen, ParallelStyle style)
-    : spec_(spec), style_(style) {
+void Linear::check_spec(const LinearSpec& spec) {
   TS_CHECK(spec.in_features > 0 && spec.out_features > 0, "Linear",
            "expected positive in_features and out_features, got ", spec.in_features, " and ",
            spec.out_features);
   TS_CHECK(spec.init_std >= 0.0, "Linear", "expected init_std >= 0, got ", spec.init_std);
+  TS_CHECK(spec.fused_blocks >= 1 && spec.out_features % spec.fused_blocks == 0, "Linear",
+           "expected out_features ", spec.out_features, " divisible by fused_blocks ",
+           spec.fused_blocks);
+}
+
+Linear::Linear(const LinearSpec& spec, ParallelStyle style, std::nullptr_t)
+    : spec_(spec), style_(style) {
+  check_spec(spec);
+}
+
+void Linear::adopt(const Tensor& weight, const parallel::tensor::Placement& weight_placement,
+                   const Tensor& bias, const parallel::tensor::Placement& bias_placement) {
+  weight_ = register_parameter("weight", weight, weight_placement);
+  if (bias.defined()) bias_ = register_parameter("bias", bias, bias_placement);
+}
+
+Linear::Linear(const LinearSpec& spec, Generator& gen, ParallelStyle style)
+    : spec_(spec), style_(style) {
+  check_spec(spec);
   Tensor w = empty({spec.out_features, spec.in_features});
   Tensor b = spec.bias ? empty({spec.out_features}) : Tensor();
   switch (spec.init) {

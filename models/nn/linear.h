@@ -20,6 +20,9 @@ struct LinearSpec {
   bool bias = true;
   LinearInit init = LinearInit::normal;
   double init_std = 0.02;  // for LinearInit::normal; residual projections pass 0.02 / sqrt(2 L)
+  // The output features are this many equal blocks computed together (GPT-2's fused q | k | v:
+  // 3). A column-parallel twin splits each block, so every rank holds its heads' q, k and v.
+  int64_t fused_blocks = 1;
 };
 
 class Linear : public Module {
@@ -37,7 +40,15 @@ class Linear : public Module {
   const LinearSpec& spec() const { return spec_; }
   ParallelStyle parallel_style() const { return style_; }
 
+ protected:
+  // For tensor-parallel twins: checks the spec and keeps the hint without drawing weights;
+  // adopt() then registers the shards with their placements.
+  Linear(const LinearSpec& spec, ParallelStyle style, std::nullptr_t);
+  void adopt(const Tensor& weight, const parallel::tensor::Placement& weight_placement,
+             const Tensor& bias, const parallel::tensor::Placement& bias_placement);
+
  private:
+  static void check_spec(const LinearSpec& spec);
   LinearSpec spec_;
   ParallelStyle style_;
   Tensor weight_, bias_;

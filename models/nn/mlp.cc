@@ -7,7 +7,7 @@
 
 namespace tessera::nn {
 
-MLP::MLP(const MLPSpec& spec, Generator& gen) : spec_(spec) {
+MLP::MLP(const MLPSpec& spec, const BuildContext& ctx) : spec_(spec) {
   TS_CHECK(spec.d_model > 0 && spec.hidden >= 0, "MLP",
            "expected d_model > 0 and hidden >= 0, got ", spec.d_model, " and ", spec.hidden);
   TS_CHECK(spec.gelu == "tanh" || spec.gelu == "none", "MLP",
@@ -17,13 +17,13 @@ MLP::MLP(const MLPSpec& spec, Generator& gen) : spec_(spec) {
                                                .out_features = spec_.hidden,
                                                .bias = spec.bias,
                                                .init_std = spec.init_std},
-                                              gen, ParallelStyle::column));
+                                              ctx, ParallelStyle::column));
   c_proj_ = register_module(
       "c_proj", make_linear({.in_features = spec_.hidden,
                              .out_features = spec.d_model,
                              .bias = spec.bias,
                              .init_std = residual_init_std(spec.init_std, spec.residual_layers)},
-                            gen, ParallelStyle::row));
+                            ctx, ParallelStyle::row));
   dropout_ = register_module("dropout", std::make_shared<Dropout>(spec.dropout));
 }
 

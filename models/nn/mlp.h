@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/generator.h"
+#include "models/nn/build_context.h"
 #include "models/nn/dropout.h"
 #include "models/nn/linear.h"
 
@@ -24,7 +25,7 @@ struct MLPSpec {
 class MLP : public Module {
  public:
   // Builds c_fc with make_linear(ParallelStyle::column) and c_proj with ParallelStyle::row.
-  MLP(const MLPSpec& spec, Generator& gen);
+  MLP(const MLPSpec& spec, const BuildContext& ctx);
   std::string type_name() const override { return "MLP"; }
 
   // (..., C) -> (..., C)

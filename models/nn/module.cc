@@ -2,6 +2,7 @@
 #include "models/nn/module.h"
 
 #include <map>
+#include <unordered_map>
 #include <sstream>
 
 #include "autograd/grad_mode.h"
@@ -58,6 +59,20 @@ Tensor Module::register_parameter(const std::string& name, const Tensor& t, bool
   return t;
 }
 
+Tensor Module::register_parameter(const std::string& name, const Tensor& t,
+                                  const parallel::tensor::Placement& placement) {
+  TS_CHECK(t.defined() && t.shape() == placement.local_shape(), "register_parameter",
+           "expected the shard '", name, "' of shape ", shape_str(placement.local_shape()), " (",
+           placement.describe(), "), got ", t.defined() ? t.describe() : std::string("undefined"));
+  register_parameter(name, t, true);
+  parameters_.back().placement = std::make_shared<const parallel::tensor::Placement>(placement);
+  return t;
+}
+
+parallel::tensor::Placement Module::placement_of(const Entry& e) {
+  return e.placement ? *e.placement : parallel::tensor::replicated(e.tensor.shape());
+}
+
 Tensor Module::register_buffer(const std::string& name, const Tensor& t, bool persistent) {
   check_new_name(name, "register_buffer");
   TS_CHECK(t.defined(), "register_buffer", "expected a defined tensor for '", name, "'");
@@ -99,6 +114,46 @@ NamedTensors Module::named_parameters() const {
   NamedTensors out;
   std::unordered_set<const TensorImpl*> seen;
   collect_parameters("", out, &seen);
+  return out;
+}
+
+namespace {
+using NamedPlacements = std::vector<std::pair<std::string, parallel::tensor::Placement>>;
+}  // namespace
+
+NamedPlacements Module::named_placements() const {
+  // A tensor registered by several modules (tied weights) has the placement any of them gave it.
+  std::unordered_map<const TensorImpl*, parallel::tensor::Placement> sharded;
+  struct Walker {
+    static void walk(const Module& m, std::unordered_map<const TensorImpl*, parallel::tensor::Placement>& out) {
+      for (const Entry& e : m.parameters_)
+        if (e.placement) out.emplace(e.tensor.impl(), *e.placement);
+      for (const auto& [name, child] : m.children_) walk(*child, out);
+    }
+  };
+  Walker::walk(*this, sharded);
+  NamedPlacements out;
+  for (const auto& [name, t] : named_parameters()) {
+    auto it = sharded.find(t.impl());
+    out.emplace_back(name, it != sharded.end() ? it->second
+                                               : parallel::tensor::replicated(t.shape()));
+  }
+  return out;
+}
+
+NamedPlacements Module::state_placements() const {
+  // state_dict() hands out detached handles, so its entries are matched by storage.
+  std::unordered_map<const Storage*, parallel::tensor::Placement> by_storage;
+  const NamedPlacements params = named_placements();
+  const NamedTensors named = named_parameters();
+  for (size_t i = 0; i < named.size(); ++i)
+    by_storage.emplace(named[i].second.storage().get(), params[i].second);
+  NamedPlacements out;
+  for (const auto& [name, t] : state_dict()) {
+    auto it = by_storage.find(t.storage().get());
+    out.emplace_back(name, it != by_storage.end() ? it->second
+                                                  : parallel::tensor::replicated(t.shape()));
+  }
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "parallel/tensor/placement.h"
 
 namespace tessera::nn {
 
@@ -43,6 +44,10 @@ class Module {
   // and children. A parameter must be a floating leaf; it is set to require grad (unless told
   // otherwise) and returned, so a layer can keep the handle as its member.
   Tensor register_parameter(const std::string& name, const Tensor& t, bool requires_grad = true);
+  // A tensor-parallel shard: `t` is this rank's piece of the serial parameter `placement`
+  // describes (its shape must be placement.local_shape()).
+  Tensor register_parameter(const std::string& name, const Tensor& t,
+                            const parallel::tensor::Placement& placement);
   // A non-persistent buffer is moved by to() but left out of state_dict().
   Tensor register_buffer(const std::string& name, const Tensor& t, bool persistent = true);
   template <typename M>
@@ -54,6 +59,11 @@ class Module {
   // Recursive views, in registration order: this module's own entries first, then each child's
   // under "child_name." (so "h.0.attn.c_attn.weight"). Shared tensors appear once (first name).
   NamedTensors named_parameters() const;
+  // Each of named_parameters()'s entries' placement (replicated with its own shape unless
+  // registered as a shard), in the same order.
+  std::vector<std::pair<std::string, parallel::tensor::Placement>> named_placements() const;
+  // The placement of every state_dict() entry (buffers replicated), in state_dict()'s order.
+  std::vector<std::pair<std::string, parallel::tensor::Placement>> state_placements() const;
   std::vector<Tensor> parameters() const;
   NamedTensors named_buffers() const;
   // Direct children only.
@@ -89,7 +99,9 @@ class Module {
     std::string name;
     Tensor tensor;
     bool persistent = true;
+    std::shared_ptr<const parallel::tensor::Placement> placement;  // null: the whole tensor
   };
+  static parallel::tensor::Placement placement_of(const Entry& e);
   void check_new_name(const std::string& name, const char* what) const;
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   void collect_parameters(const std::string& prefix, NamedTensors& out,

@@ -6,7 +6,7 @@
 
 namespace tessera::nn {
 
-PatchEmbedding::PatchEmbedding(const PatchEmbeddingSpec& spec, Generator& gen) : spec_(spec) {
+PatchEmbedding::PatchEmbedding(const PatchEmbeddingSpec& spec, const BuildContext& ctx) : spec_(spec) {
   const int64_t p = spec.patch_size;
   TS_CHECK(p > 0 && spec.image_height > 0 && spec.image_width > 0 && spec.image_height % p == 0 &&
                spec.image_width % p == 0,
@@ -19,7 +19,7 @@ PatchEmbedding::PatchEmbedding(const PatchEmbeddingSpec& spec, Generator& gen) :
                                                .out_features = spec.embed_dim,
                                                .bias = spec.bias,
                                                .init_std = spec.init_std},
-                                              gen));
+                                              ctx));
 }
 
 int64_t PatchEmbedding::num_patches() const {

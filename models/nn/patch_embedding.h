@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "core/generator.h"
+#include "models/nn/build_context.h"
 #include "models/nn/linear.h"
 
 namespace tessera::nn {
@@ -27,7 +28,7 @@ struct PatchEmbeddingSpec {
 
 class PatchEmbedding : public Module {
  public:
-  PatchEmbedding(const PatchEmbeddingSpec& spec, Generator& gen);
+  PatchEmbedding(const PatchEmbeddingSpec& spec, const BuildContext& ctx);
   std::string type_name() const override { return "PatchEmbedding"; }
 
   // x (B, C_in, H, W) -> (B, N, D)

@@ -36,7 +36,7 @@ class GptTask : public Task {
                " ids) to fit model.vocab_size ", c.gpt.vocab_size,
                c.data.path.empty() ? " (the built-in text is bytes: 256 ids)" : "");
     }
-    model_ = std::make_shared<gpt::GPT>(c.gpt, *ctx.init_gen);
+    model_ = std::make_shared<gpt::GPT>(c.gpt, nn::BuildContext(*ctx.init_gen, ctx.parallel));
     model_->to(device_);
   }
 

@@ -13,6 +13,7 @@
 #include "models/nn/module.h"
 #include "models/train/train_config.h"
 #include "parallel/comm/communicator.h"
+#include "parallel/mesh/parallel_context.h"
 
 namespace tessera::train {
 
@@ -22,6 +23,8 @@ struct TaskContext {
   int64_t data_size = 1;
   Generator* init_gen = nullptr;  // draws the initial weights (the same on every rank)
   Device device = kCPU;           // where the model and every batch live
+  // The layout the model's layers are split by (tensor parallelism); null: serial layers.
+  const parallel::ParallelContext* parallel = nullptr;
 };
 
 // Named metrics of one evaluation ({"val_loss": 1.2, "val_ppl": 3.3}) and a one-line summary.
@@ -53,7 +56,8 @@ class Task {
   // held-out data.
   virtual EvalResult evaluate(parallel::Communicator* data_group, int64_t batches,
                               int64_t micro_batch) = 0;
-  // Rank 0 only, after training: GPT prints a sample.
+  // After training: GPT prints a sample. Every rank of a tensor-parallel model calls it (the
+  // sample's forward passes are collective); the others pass a sink that is thrown away.
   virtual void finish(std::ostream& out) {}
 };
 

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -25,6 +26,7 @@
 #include "models/train/checkpoint_root.h"
 #include "models/train/interrupt.h"
 #include "models/train/progress.h"
+#include "models/train/sharded_state.h"
 #include "models/train/task.h"
 #include "models/train/train_device.h"
 #include "models/train/train_state.h"
@@ -64,10 +66,19 @@ void check_supported(const TrainConfig& c) {
   TS_CHECK(p.pipeline == 1, "config", "parallel.pipeline ", p.pipeline,
            ": pipeline parallelism is not available in this version of Tessera (data parallelism "
            "is); set parallel.pipeline to 1");
-  TS_CHECK(p.tensor.size == 1, "config", "parallel.tensor.size ", p.tensor.size,
-           ": tensor parallelism (", p.tensor.mode,
-           ") is not available in this version of Tessera (data parallelism is); set "
-           "parallel.tensor.size to 1");
+  if (p.tensor.size > 1) {
+    TS_CHECK(p.tensor.mode == "1d", "config", "parallel.tensor.mode ", p.tensor.mode,
+             ": this version of Tessera splits layers in 1d mode only (Megatron's column / row "
+             "pairs); set parallel.tensor.mode to 1d");
+    TS_CHECK(c.kind == ModelKind::gpt, "config", "parallel.tensor.size ", p.tensor.size, ": ",
+             model_kind_name(c.kind),
+             " has no tensor-parallel layers in this version of Tessera (GPT has); set "
+             "parallel.tensor.size to 1");
+    TS_CHECK(c.train.device == "cpu", "config", "parallel.tensor.size ", p.tensor.size,
+             " with train.device ", c.train.device,
+             ": tensor parallelism runs on the CPU in this version of Tessera; set train.device "
+             "to cpu or parallel.tensor.size to 1");
+  }
   TS_CHECK(p.sequence == 1, "config", "parallel.sequence ", p.sequence,
            ": sequence parallelism is not available in this version of Tessera (data parallelism "
            "is); set parallel.sequence to 1");
@@ -148,6 +159,8 @@ class Trainer {
   void header();
   std::ostream* out() const { return rank0() ? options_.out : nullptr; }
   bool rank0() const { return !world_ || world_->rank() == 0; }
+  bool tensor_parallel() const { return config_.parallel.tensor.size > 1; }
+  double clip_gradients(const std::vector<Tensor>& params);
   parallel::Communicator* data_group() const {
     return context_ ? context_->data_group().get() : nullptr;
   }
@@ -207,7 +220,8 @@ void Trainer::setup() {
                        .data_rank = data_rank_,
                        .data_size = config_.parallel.data,
                        .init_gen = &init_gen_,
-                       .device = device_});
+                       .device = device_,
+                       .parallel = tensor_parallel() ? context_.get() : nullptr});
     nn::Module& model = task_->model();
     const DType dtype = precision_dtype(config_.precision.dtype);
     if (dtype != DType::f32) model.to(dtype);
@@ -249,9 +263,20 @@ void Trainer::resume(const std::string& dir) {
   TS_CHECK(
       s.value("format", "") == kTrainStateFormat && s.contains("step") && s.contains("optimizer"),
       "checkpoint", dir, ": state.json is not a tessera trainer checkpoint");
-  load_model_tensors(task_->model(), masters_.get(), ck.model, dir);
+  // The checkpoint holds serial tensors: under tensor parallelism each rank takes its shards.
+  const Placements placements =
+      tensor_parallel() ? model_state_placements(task_->model()) : Placements();
+  load_model_tensors(task_->model(), masters_.get(), cut_named(ck.model, placements), dir);
   try {
-    optimizer_->load_state_dict({s.at("optimizer"), ck.optimizer});
+    io::NamedTensors opt_tensors = ck.optimizer;
+    if (tensor_parallel()) {
+      Placements by_name;
+      for (const auto& [name, t] : opt_tensors)
+        by_name.emplace(name, optimizer_state_placement(name, t, *optimizer_, *masters_,
+                                                        placements, task_->model()));
+      opt_tensors = cut_named(opt_tensors, by_name);
+    }
+    optimizer_->load_state_dict({s.at("optimizer"), opt_tensors});
     if (scaler_ && !s.at("scaler").is_null()) scaler_->load_state_dict(s.at("scaler"));
     task_->load_data_state(s.at("data"));
     default_generator().set_state(rng_seed(config_, data_rank_),
@@ -285,11 +310,21 @@ void Trainer::check_finite_weights(int64_t step) {
 void Trainer::save(int64_t step) {
   if (config_.checkpoint.dir.empty()) return;
   check_finite_weights(step);
-  if (!rank0()) return;
   optim::OptimizerState opt = optimizer_->state_dict();
   io::CheckpointContents ck;
   ck.model = model_checkpoint_tensors(task_->model(), *masters_);
   ck.optimizer = opt.tensors;
+  if (tensor_parallel()) {
+    // Serial names and shapes: every rank takes part in the gathers, rank 0 writes.
+    const Placements placements = model_state_placements(task_->model());
+    Placements by_name;
+    for (const auto& [name, t] : ck.optimizer)
+      by_name.emplace(name, optimizer_state_placement(name, t, *optimizer_, *masters_, placements,
+                                                      task_->model()));
+    ck.model = gather_named(ck.model, placements, *context_);
+    ck.optimizer = gather_named(ck.optimizer, by_name, *context_);
+  }
+  if (!rank0()) return;
   ck.state = {{"format", kTrainStateFormat},
               {"version", 1},
               {"step", step},
@@ -337,7 +372,7 @@ double Trainer::train_step(int64_t step, StepStats& stats) {
   if (scaler_) found_inf = scaler_->unscale(params);
   double norm = -1;
   if (config_.train.grad_clip > 0 && !found_inf) {
-    norm = optim::clip_grad_norm(params, config_.train.grad_clip);
+    norm = clip_gradients(params);
     run_agreed(world_.get(), [&] {
       TS_CHECK(scaler_ || std::isfinite(norm), "train", "the gradient norm is ", norm, " at step ",
                step + 1, " (loss ", loss, "): training diverged");
@@ -363,6 +398,28 @@ double Trainer::train_step(int64_t step, StepStats& stats) {
   stats.current_bytes = memory.current_bytes;
   stats.memory_device = device_.str();
   return loss;
+}
+
+// Under tensor parallelism the global norm sums every rank's shards over the tensor group and
+// counts each replicated parameter once (on tensor rank 0), as the serial model's norm does.
+double Trainer::clip_gradients(const std::vector<Tensor>& params) {
+  const double max_norm = config_.train.grad_clip;
+  if (!tensor_parallel()) return optim::clip_grad_norm(params, max_norm);
+  std::map<const Storage*, bool> sharded;
+  const auto placements = task_->model().named_placements();
+  const auto named = task_->model().named_parameters();
+  for (size_t i = 0; i < named.size(); ++i)
+    sharded[named[i].second.storage().get()] = !placements[i].second.replicated();
+  const bool counts_replicated = context_->tensor_group()->rank() == 0;
+  std::vector<Tensor> counted;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const bool is_shard = sharded.at(masters_->model_params()[i].storage().get());
+    if (is_shard || counts_replicated) counted.push_back(params[i]);
+  }
+  parallel::Communicator* tensor_group = context_->tensor_group().get();
+  return optim::clip_grad_norm(params, counted, max_norm, [&](double local) {
+    return sum_over_ranks(tensor_group, {local})[0];
+  });
 }
 
 // f16: a step skipped for inf/NaN gradients is normal while the scale settles, but a long run of
@@ -416,7 +473,10 @@ void Trainer::header() {
   const TrainConfig& c = config_;
   const TrainSection& t = c.train;
   char params[32];
-  std::snprintf(params, sizeof params, "%.2fM", double(task_->model().num_parameters()) / 1e6);
+  int64_t serial_params = 0;  // the serial model's count, whatever the split
+  for (const auto& [name, p] : task_->model().named_placements())
+    serial_params += shape_numel(p.global_shape);
+  std::snprintf(params, sizeof params, "%.2fM", double(serial_params) / 1e6);
   *os << "tessera train: " << model_kind_name(c.kind) << ", " << params << " parameters, "
       << c.precision.dtype << ", " << c.optimizer.value("type", "adamw") << " lr " << c.schedule.lr
       << " (" << c.schedule.type << " schedule)\n"
@@ -428,6 +488,22 @@ void Trainer::header() {
       << "threads per rank: " << num_threads() << " | device " << device_.str()
       << (config_.train.device == "cuda" && world_ && world_->size() > 1 ? " (rank 0)" : "")
       << "\n";
+  if (tensor_parallel()) {
+    int64_t local = 0;
+    for (const Tensor& p : task_->model().parameters()) local += p.numel();
+    std::string groups;
+    const parallel::GroupLayout layout = parallel::group_layout(c.parallel);
+    for (const auto& g : layout.at("tensor")) {
+      groups += groups.empty() ? "" : " ";
+      for (size_t i = 0; i < g.size(); ++i) groups += (i ? "," : "[") + std::to_string(g[i]);
+      groups += "]";
+    }
+    char held[32];
+    std::snprintf(held, sizeof held, "%.2fM", double(local) / 1e6);
+    *os << "  tensor parallel: " << c.parallel.tensor.mode << " over " << c.parallel.tensor.size
+        << " ranks, groups " << groups << "; each rank holds " << held
+        << " parameters (its shards and the replicated norms, biases and positions)\n";
+  }
   if (!resumed_from_.empty())
     *os << "  resumed from " << resumed_from_ << " at step " << step_ << "\n";
   if (!resume_notes_.empty()) {
@@ -470,7 +546,10 @@ TrainSummary Trainer::run() {
     if (scaler_) os << " | " << summary_.skipped_steps << " steps skipped by the loss scaler";
     progress_->message(os.str());
   }
-  if (rank0() && options_.out) task_->finish(*options_.out);
+  if ((rank0() && options_.out) || tensor_parallel()) {
+    std::ostringstream discarded;  // tensor parallel: the sample's forward passes need every rank
+    task_->finish(rank0() && options_.out ? *options_.out : discarded);
+  }
   return summary_;
 }
 

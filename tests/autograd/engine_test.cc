@@ -247,3 +247,160 @@ TEST_CASE("gradcheck: passes correct gradients and names the worst element of wr
                               Catch::Contains("worst at (") && Catch::Contains("analytic") &&
                               Catch::Contains("numeric"));
 }
+
+namespace {
+// y = x (as `out_dtype`, reshaped to `out_shape`), backward g back to x's dtype and shape. Counts
+// its runs and keeps the gradient it saw, so a test can tell whether the engine ran it and with
+// what. `always` makes it a collective-like node (Node::always_run).
+struct ProbeNode final : autograd::Node {
+  bool always = false;
+  bool record = true;
+  Shape in_shape;
+  DType in_dtype = DType::f32;
+  int runs = 0;
+  Tensor seen;
+  std::string name() const override { return "ProbeNode"; }
+  bool always_run() const override { return always; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    ++runs;
+    seen = grads[0];
+    return {grads[0].to(in_dtype).reshape(in_shape)};
+  }
+};
+Tensor probe(const Tensor& x, const std::shared_ptr<ProbeNode>& node, Shape out_shape, DType out_dtype) {
+  Tensor out = x.detach().to(out_dtype).reshape(out_shape).clone();
+  node->in_shape = x.shape();
+  node->in_dtype = x.dtype();
+  node->next_edges.push_back(autograd::gradient_edge(x));
+  autograd::set_history(out, node);
+  if (node->record) node->record_output(out);
+  return out;
+}
+
+// Passes no gradient at all to its input, as a stage or head that does not use a tensor would.
+struct DropGradNode final : autograd::Node {
+  std::string name() const override { return "DropGradNode"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&&) override { return {Tensor()}; }
+};
+Tensor drop_grad(const Tensor& x) {
+  Tensor out = x.detach().clone();
+  if (auto node = autograd::make_node<DropGradNode>({&x})) autograd::set_history(out, node);
+  return out;
+}
+
+// Two outputs (x and 2x), one gradient each; always runs.
+struct TwoOutputNode final : autograd::Node {
+  int runs = 0;
+  std::vector<Tensor> seen;
+  std::string name() const override { return "TwoOutputNode"; }
+  uint32_t num_outputs() const override { return 2; }
+  bool always_run() const override { return true; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    ++runs;
+    seen = grads;
+    return {add(grads[0], mul(grads[1], 2.0))};
+  }
+};
+}  // namespace
+
+TEST_CASE("engine: an always-run node no gradient reached still runs, with zeros", "[autograd][engine]") {
+  for (bool always : {true, false}) {
+    INFO("always_run " << always);
+    Tensor x = leaf({1, 2, 3, 4, 5, 6}, {2, 3});
+    auto node = std::make_shared<ProbeNode>();
+    node->always = always;
+    Tensor y = probe(x, node, {3, 2}, DType::bf16);
+    // y reaches the root, but no gradient flows back through it; x also feeds the loss directly.
+    Tensor loss = add(sum(drop_grad(y)), sum(mul(x, 3.0)));
+    autograd::backward({loss});
+    if (always) {
+      REQUIRE(node->runs == 1);
+      REQUIRE(node->seen.defined());
+      REQUIRE(node->seen.shape() == Shape{3, 2});
+      REQUIRE(node->seen.dtype() == DType::bf16);
+      require_close(node->seen.to(DType::f32), zeros({3, 2}), 0, 0);
+    } else {
+      REQUIRE(node->runs == 0);
+    }
+    require_close(x.grad(), full({2, 3}, 3.0), 0, 0);
+  }
+}
+
+TEST_CASE("engine: an always-run node's zeros reach the leaves below it", "[autograd][engine]") {
+  // Only through the always-run node: its leaf gets a zero gradient (and its hook fires) instead of
+  // none, so every rank of a group sees the same set of gradients.
+  Tensor w = leaf({1, 2}, {2});
+  int hooks = 0;
+  w.add_grad_ready_hook([&](const Tensor&) { ++hooks; });
+  Tensor other = leaf({5}, {1});
+  auto node = std::make_shared<ProbeNode>();
+  node->always = true;
+  Tensor y = probe(exp(w), node, {2}, DType::f32);
+  autograd::backward({add(sum(drop_grad(y)), sum(other))});
+  REQUIRE(node->runs == 1);
+  REQUIRE(hooks == 1);
+  REQUIRE(w.grad().defined());
+  require_close(w.grad(), zeros({2}), 0, 0);
+  // A plain node in the same place leaves the leaf without a gradient, as before.
+  Tensor v = leaf({1, 2}, {2});
+  auto plain = std::make_shared<ProbeNode>();
+  Tensor z = probe(exp(v), plain, {2}, DType::f32);
+  autograd::backward({add(sum(drop_grad(z)), sum(other))});
+  REQUIRE(plain->runs == 0);
+  REQUIRE_FALSE(v.grad().defined());
+}
+
+TEST_CASE("engine: an always-run node gets zeros for the outputs no gradient reached", "[autograd][engine]") {
+  Tensor x = leaf({1, -2, 3}, {3});
+  auto node = autograd::make_node<TwoOutputNode>({&x});
+  REQUIRE(node);
+  Tensor a = x.detach().clone();
+  Tensor b = mul(x.detach(), 2.0);
+  autograd::set_history(a, node, 0);
+  node->record_output(a, 0);
+  autograd::set_history(b, node, 1);
+  node->record_output(b, 1);
+  autograd::backward({sum(mul(b, b))});  // only output 1 is used
+  REQUIRE(node->runs == 1);
+  REQUIRE(node->seen.size() == 2);
+  REQUIRE(node->seen[0].defined());
+  require_close(node->seen[0], zeros({3}), 0, 0);
+  require_close(node->seen[1], from_vector({4, -8, 12}, {3}), 0, 0);  // 2b
+  require_close(x.grad(), from_vector({8, -16, 24}, {3}), 0, 0);        // d(4x^2)/dx
+}
+
+TEST_CASE("engine: an always-run node that did not record its output is an internal error", "[autograd][engine]") {
+  Tensor x = leaf({1, 2}, {2});
+  auto unrecorded = [&x] {
+    auto node = std::make_shared<ProbeNode>();
+    node->always = true;
+    node->record = false;
+    return probe(x, node, {2}, DType::f32);
+  };
+  REQUIRE_THROWS_AS(autograd::backward({add(sum(drop_grad(unrecorded())), sum(x))}), InternalError);
+  REQUIRE_THROWS_WITH(autograd::backward({add(sum(drop_grad(unrecorded())), sum(x))}),
+                      Catch::Contains("ProbeNode always runs") &&
+                          Catch::Contains("output 0 was not recorded"));
+  // With a gradient for every output nothing needs recording.
+  x.set_grad(Tensor());
+  autograd::backward({sum(unrecorded())});
+  require_close(x.grad(), ones({2}), 0, 0);
+}
+
+TEST_CASE("engine: under grad() an always-run node runs only on a path to a requested input", "[autograd][engine]") {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor w = leaf({4}, {1});
+  auto node = std::make_shared<ProbeNode>();
+  node->always = true;
+  Tensor y = probe(x, node, {2}, DType::f32);
+  Tensor loss = add(sum(drop_grad(y)), add(sum(mul(x, 3.0)), sum(mul(w, w))));
+  // w's gradient does not pass through the node: it stays idle.
+  std::vector<Tensor> gw = autograd::grad({loss}, {w}, {}, {.retain_graph = true});
+  require_close(gw[0], from_vector({8}, {1}), 0, 0);
+  REQUIRE(node->runs == 0);
+  // x's does: the node runs (with zeros) although no gradient reached it.
+  std::vector<Tensor> gx = autograd::grad({loss}, {x});
+  require_close(gx[0], full({2}, 3.0), 0, 0);
+  REQUIRE(node->runs == 1);
+  REQUIRE_FALSE(x.grad().defined());
+}

@@ -1,0 +1,40 @@
+// What a layer factory builds from: the generator that draws initial weights and, optionally, the
+// parallel context whose tensor group the layer's twin is split over. Passed explicitly (no global);
+// a bare Generator converts to a serial context, so serial call sites read as before.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/generator.h"
+#include "parallel/comm/communicator.h"
+#include "parallel/mesh/parallel_context.h"
+
+namespace tessera::nn {
+
+class BuildContext {
+ public:
+  BuildContext(Generator& gen) : gen_(&gen) {}  // NOLINT: implicit, a serial context
+  BuildContext(Generator& gen, const parallel::ParallelContext* parallel)
+      : gen_(&gen), parallel_(parallel) {}
+
+  Generator& generator() const { return *gen_; }
+  const parallel::ParallelContext* parallel() const { return parallel_; }
+
+  // Tensor parallelism: the group's size (1 when serial), this rank's index in it, the mode.
+  int tensor_size() const { return parallel_ ? parallel_->config().tensor.size : 1; }
+  int tensor_rank() const { return tensor_size() > 1 ? parallel_->tensor_group()->rank() : 0; }
+  const std::string& tensor_mode() const;
+  // True when layers are split: a context with tensor size > 1.
+  bool tensor_parallel() const { return tensor_size() > 1; }
+  // The tensor group (null when serial).
+  std::shared_ptr<parallel::Communicator> tensor_group() const {
+    return tensor_parallel() ? parallel_->tensor_group() : nullptr;
+  }
+
+ private:
+  Generator* gen_;
+  const parallel::ParallelContext* parallel_ = nullptr;
+};
+
+}  // namespace tessera::nn

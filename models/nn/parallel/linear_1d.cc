@@ -1,0 +1,82 @@
+// 1D tensor-parallel linears (see linear_1d.h).
+#include "models/nn/parallel/linear_1d.h"
+
+#include <cmath>
+
+#include "autograd/ops.h"
+#include "models/nn/parallel/shard_init.h"
+#include "parallel/tensor/region_ops.h"
+
+namespace tessera::nn {
+namespace {
+
+using parallel::tensor::Placement;
+
+// The serial Linear's weight and bias draws (same order, same counters), this rank's pieces.
+void draw_linear(const LinearSpec& spec, Generator& gen, const Placement& wp, const Placement& bp,
+                 Tensor& w, Tensor& b) {
+  switch (spec.init) {
+    case LinearInit::normal:
+      w = normal_shard(wp, 0.0, spec.init_std, gen);
+      if (spec.bias) b = zeros_shard(bp);
+      return;
+    case LinearInit::uniform: {
+      const double bound = 1.0 / std::sqrt(double(spec.in_features));
+      w = uniform_shard(wp, -bound, bound, gen);
+      if (spec.bias) b = uniform_shard(bp, -bound, bound, gen);
+      return;
+    }
+    case LinearInit::zeros:
+      w = zeros_shard(wp);
+      if (spec.bias) b = zeros_shard(bp);
+      return;
+  }
+}
+
+}  // namespace
+
+ColumnParallelLinear::ColumnParallelLinear(const LinearSpec& spec, const BuildContext& ctx)
+    : Linear(spec, ParallelStyle::column, nullptr), group_(ctx.tensor_group()) {
+  const int p = ctx.tensor_size(), r = ctx.tensor_rank();
+  const int64_t k = spec.fused_blocks, block = spec.out_features / k;
+  TS_CHECK(block % p == 0, "ColumnParallelLinear", "expected ", k > 1 ? "each fused block of " : "",
+           block, " output features divisible by the tensor-parallel size ", p);
+  // Viewed as (k, block, in) / (k, block): each fused block split along its rows.
+  const Placement wp = parallel::tensor::split({spec.out_features, spec.in_features}, 1, p, r,
+                                               "tensor", {k, block, spec.in_features});
+  const Placement bp = parallel::tensor::split({spec.out_features}, 1, p, r, "tensor", {k, block});
+  Tensor w, b;
+  draw_linear(spec, ctx.generator(), wp, bp, w, b);
+  adopt(w, wp, b, bp);
+}
+
+Tensor ColumnParallelLinear::forward(const Tensor& x) {
+  TS_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == spec().in_features, type_name(),
+           "expected input (..., ", spec().in_features, "), got ",
+           x.defined() ? x.describe() : "undefined");
+  return linear(parallel::tensor::copy_to_region(x, group_), weight(), bias());
+}
+
+RowParallelLinear::RowParallelLinear(const LinearSpec& spec, const BuildContext& ctx)
+    : Linear(spec, ParallelStyle::row, nullptr), group_(ctx.tensor_group()) {
+  const int p = ctx.tensor_size(), r = ctx.tensor_rank();
+  TS_CHECK(spec.in_features % p == 0, "RowParallelLinear", "expected ", spec.in_features,
+           " input features divisible by the tensor-parallel size ", p);
+  const Placement wp =
+      parallel::tensor::split({spec.out_features, spec.in_features}, 1, p, r, "tensor");
+  const Placement bp = parallel::tensor::replicated({spec.out_features});
+  Tensor w, b;
+  draw_linear(spec, ctx.generator(), wp, bp, w, b);
+  adopt(w, wp, b, bp);
+}
+
+Tensor RowParallelLinear::forward(const Tensor& x) {
+  const int64_t local_in = weight().size(1);
+  TS_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == local_in, type_name(),
+           "expected this rank's input features (..., ", local_in, "), got ",
+           x.defined() ? x.describe() : "undefined");
+  Tensor y = parallel::tensor::reduce_from_region(linear(x, weight(), Tensor()), group_);
+  return bias().defined() ? add(y, bias()) : y;
+}
+
+}  // namespace tessera::nn

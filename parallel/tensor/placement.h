@@ -1,0 +1,53 @@
+// Where a parameter of the serial model lives under tensor parallelism: its global (serial) shape,
+// and how this rank's tensor is cut from it. The one record of rank arithmetic for parameters:
+// gradient clipping (a replicated parameter counts once), the data-parallel reducer, the optimizer
+// and the checkpoint writer read it; nothing else recomputes offsets.
+//
+// A shard is cut from `view`, the global tensor regrouped or padded so that every split is along
+// one of its dimensions: the fused q|k|v weight (3C, C) split by heads is the view (3, C, C) split
+// along dimension 1; a vocabulary padded to a multiple of the split is the view (V_pad, C) whose
+// rows past V are padding (zeros, never part of the serial tensor).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/shape.h"
+
+namespace tessera::parallel::tensor {
+
+// One cut: `view` dimension `dim` in `parts` equal chunks over the group named `group` (a
+// ParallelContext group name), of which this rank holds chunk `index` (its rank in that group).
+struct ShardSplit {
+  int64_t dim = 0;
+  int parts = 1;
+  int index = 0;
+  std::string group;
+};
+
+struct Placement {
+  Shape global_shape;              // the serial tensor's shape
+  Shape view;                      // global regrouped / padded (empty: global_shape itself)
+  std::vector<ShardSplit> splits;  // none: replicated over the tensor group
+
+  bool replicated() const { return splits.empty(); }
+  const Shape& view_shape() const { return view.empty() ? global_shape : view; }
+  // The shape of this rank's piece of the view, and where it starts in the view.
+  Shape local_view() const;
+  std::vector<int64_t> view_offsets() const;
+  // This rank's tensor shape: local_view() in the layout the layer keeps (the view's dimensions
+  // merged back where the view regrouped them: (3, C/P, C) -> (3C/P, C)).
+  Shape local_shape() const;
+  // True when the view pads the global tensor (then to_global narrows each dimension).
+  bool padded() const;
+  std::string describe() const;  // "sharded (3, 768, 768) dim 1 / 4 over tensor" or "replicated"
+};
+
+// A replicated parameter of `shape`.
+Placement replicated(const Shape& shape);
+// Splits `shape` (or `view`, when given) along `dim` into `parts` over `group`, taking chunk `index`.
+Placement split(const Shape& shape, int64_t dim, int parts, int index, const std::string& group,
+                const Shape& view = {});
+
+}  // namespace tessera::parallel::tensor
