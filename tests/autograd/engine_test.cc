@@ -1,5 +1,5 @@
 // The backward engine: graph shapes, accumulation, retain_graph, errors, grad mode, hooks, the
-// version counter, autograd::grad and higher-order gradients.
+// version counter, autograd::grad, higher-order gradients and always-run (collective) nodes.
 #include <catch2/catch.hpp>
 
 #include "autograd/node.h"
@@ -267,7 +267,8 @@ struct ProbeNode final : autograd::Node {
     return {grads[0].to(in_dtype).reshape(in_shape)};
   }
 };
-Tensor probe(const Tensor& x, const std::shared_ptr<ProbeNode>& node, Shape out_shape, DType out_dtype) {
+Tensor probe(const Tensor& x, const std::shared_ptr<ProbeNode>& node, Shape out_shape,
+             DType out_dtype) {
   Tensor out = x.detach().to(out_dtype).reshape(out_shape).clone();
   node->in_shape = x.shape();
   node->in_dtype = x.dtype();

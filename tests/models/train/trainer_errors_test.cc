@@ -38,10 +38,12 @@ TEST_CASE("a diverging run stops with a clear error instead of training on NaN")
 
 TEST_CASE("layouts and features not available yet are rejected in the product's words") {
   json j = tiny_gpt();
-  j["parallel"] = {{"tensor", {{"size", 2}, {"mode", "1d"}}}};
-  CHECK_THAT(error_of(j), Catch::Contains("tensor parallelism") &&
-                              Catch::Contains("not available in this version") &&
-                              !Catch::Contains("issue"));
+  j["parallel"] = {{"tensor", {{"size", 4}, {"mode", "2d"}}}};
+  CHECK_THAT(error_of(j), Catch::Contains("parallel.tensor.mode 2d") &&
+                              Catch::Contains("1d mode only") && !Catch::Contains("issue"));
+  j = tiny_gpt();
+  j["parallel"] = {{"tensor", {{"size", 2}, {"mode", "1d"}}}};  // fine, but needs 2 ranks
+  CHECK_THAT(error_of(j), Catch::Contains("do not divide into pipeline x sequence x tensor = 2"));
   j = tiny_gpt();
   j["parallel"] = {{"pipeline", 2}};
   CHECK_THAT(error_of(j), Catch::Contains("parallel.pipeline 2") &&

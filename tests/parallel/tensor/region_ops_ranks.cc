@@ -131,27 +131,27 @@ void check_only(const Communicator& group, CommKind kind, int64_t calls, int64_t
 // ---------------------------------------------------------------- single ops
 
 enum class Op { copy, reduce, scatter, gather, reduce_scatter, all_gather };
-
-const char* op_name(Op op) {
-  switch (op) {
-    case Op::copy: return "copy_to_region";
-    case Op::reduce: return "reduce_from_region";
-    case Op::scatter: return "scatter_to_region";
-    case Op::gather: return "gather_from_region";
-    case Op::reduce_scatter: return "reduce_scatter_to_region";
-    case Op::all_gather: return "all_gather_to_region";
-  }
-  return "?";
-}
+constexpr Op kOps[] = {Op::copy,   Op::reduce,         Op::scatter,
+                       Op::gather, Op::reduce_scatter, Op::all_gather};
+constexpr const char* kOpNames[] = {"copy_to_region",           "reduce_from_region",
+                                    "scatter_to_region",        "gather_from_region",
+                                    "reduce_scatter_to_region", "all_gather_to_region"};
+const char* op_name(Op op) { return kOpNames[size_t(op)]; }
 
 Tensor apply_op(Op op, const Tensor& x, int64_t dim, const CommPtr& g) {
   switch (op) {
-    case Op::copy: return copy_to_region(x, g);
-    case Op::reduce: return reduce_from_region(x, g);
-    case Op::scatter: return scatter_to_region(x, dim, g);
-    case Op::gather: return gather_from_region(x, dim, g);
-    case Op::reduce_scatter: return reduce_scatter_to_region(x, dim, g);
-    case Op::all_gather: return all_gather_to_region(x, dim, g);
+    case Op::copy:
+      return copy_to_region(x, g);
+    case Op::reduce:
+      return reduce_from_region(x, g);
+    case Op::scatter:
+      return scatter_to_region(x, dim, g);
+    case Op::gather:
+      return gather_from_region(x, dim, g);
+    case Op::reduce_scatter:
+      return reduce_scatter_to_region(x, dim, g);
+    case Op::all_gather:
+      return all_gather_to_region(x, dim, g);
   }
   return Tensor();
 }
@@ -180,7 +180,9 @@ OpCase make_case(Op op, int64_t d, DType dtype, int r, int p, const std::vector<
   const bool fed = feeds[size_t(r)];
   const int64_t item = int64_t(dtype_size(dtype));
   const int64_t base_bytes = shape_numel(base) * item, full_bytes = shape_numel(full) * item;
-  auto per_rank = [&](const Shape& s, uint64_t sd, int rank) { return draw(s, sd + 1 + rank, dtype); };
+  auto per_rank = [&](const Shape& s, uint64_t sd, int rank) {
+    return draw(s, sd + 1 + rank, dtype);
+  };
   auto sum_over = [&](const Shape& s, uint64_t sd, bool only_feeding) {
     Tensor acc = zeros(s, {.dtype = DType::f32});
     for (int q = 0; q < p; ++q)
@@ -256,8 +258,9 @@ void check_op(Op op, int64_t dim, DType dtype, const CommPtr& group, const std::
   const int r = group->rank(), p = group->size();
   const Shape base{3, 5, 7};
   const int64_t d = wrap_dim(dim, int64_t(base.size()), "test");
-  const std::string what = str_cat(op_name(op), " dim ", dim, " ", dtype_name(dtype), " on ",
-                                   group->name(), feeds[size_t(r)] ? "" : " (not feeding the loss)");
+  const std::string what =
+      str_cat(op_name(op), " dim ", dim, " ", dtype_name(dtype), " on ", group->name(),
+              feeds[size_t(r)] ? "" : " (not feeding the loss)");
   OpCase c = make_case(op, d, dtype, r, p, feeds, seed);
 
   group->reset_stats();
@@ -302,7 +305,7 @@ void check_ops(const CommPtr& group, uint64_t seed) {
   std::vector<bool> every(size_t(p), true), some(size_t(p), false);
   for (int r = 0; r < p; r += 2) some[size_t(r)] = true;  // even ranks feed, odd ones do not
   for (DType dtype : {DType::f32, DType::bf16}) {
-    for (Op op : {Op::copy, Op::reduce, Op::scatter, Op::gather, Op::reduce_scatter, Op::all_gather}) {
+    for (Op op : kOps) {
       const bool has_dim = op != Op::copy && op != Op::reduce;
       for (int64_t dim : {int64_t(0), int64_t(1), int64_t(-1)}) {
         if (!has_dim && dim != 0) continue;
@@ -401,10 +404,12 @@ void check_second_order(const CommPtr& group) {
     Tensor xt = leaf(chunk_of(x, 1, r, p));
     Tensor y = all_gather_to_region(xt, 1, group);
     Tensor dx = autograd::grad({sum(mul(mul(y, y), w))}, {xt}, {}, {.create_graph = true})[0];
-    check_close(dx, chunk_of(mul(mul(x, w_sum), 2.0), 1, r, p), 1e-5, 1e-5, what + " all_gather d1");
+    check_close(dx, chunk_of(mul(mul(x, w_sum), 2.0), 1, r, p), 1e-5, 1e-5,
+                what + " all_gather d1");
     RANK_CHECK(dx.requires_grad(), what, ": the first derivative has no graph");
     Tensor d2 = autograd::grad({sum(mul(dx, chunk_of(v, 1, r, p)))}, {xt})[0];
-    check_close(d2, chunk_of(mul(mul(v, w_sum), 2.0), 1, r, p), 1e-5, 1e-5, what + " all_gather d2");
+    check_close(d2, chunk_of(mul(mul(v, w_sum), 2.0), 1, r, p), 1e-5, 1e-5,
+                what + " all_gather d2");
   }
   {
     Tensor xt = leaf(x);
@@ -423,7 +428,7 @@ void check_identity(const CommPtr& world) {
   RANK_CHECK(single && single->size() == 1, "expected a group of one");
   Tensor x = leaf(smooth({4, 6}, 61));
   for (const CommPtr& g : {single, CommPtr()}) {
-    for (Op op : {Op::copy, Op::reduce, Op::scatter, Op::gather, Op::reduce_scatter, Op::all_gather}) {
+    for (Op op : kOps) {
       Tensor y = apply_op(op, x, 1, g);
       RANK_CHECK(y.is_same(x), op_name(op), " on ", g ? "a group of one" : "no group",
                  ": expected x itself");
@@ -456,8 +461,9 @@ void check_errors(const CommPtr& group) {
                  e.find("divisible") != std::string::npos,
              "reduce_scatter error: '", e, "'");
   e = error_of([&] { gather_from_region(odd, 2, group); });
-  RANK_CHECK(e.find("[gather_from_region]") != std::string::npos && e.find("dim") != std::string::npos,
-             "gather dim error: '", e, "'");
+  RANK_CHECK(
+      e.find("[gather_from_region]") != std::string::npos && e.find("dim") != std::string::npos,
+      "gather dim error: '", e, "'");
   e = error_of([&] { copy_to_region(Tensor(), group); });
   RANK_CHECK(e.find("[copy_to_region] expected a defined tensor") != std::string::npos,
              "undefined error: '", e, "'");
