@@ -11,10 +11,10 @@ Tensor as_i64(const Tensor& t) { return t.dtype() == DType::i64 ? t : t.to(DType
 
 }  // namespace
 
-Bert::Bert(const BertConfig& config, Generator& gen) : config_(config) {
+Bert::Bert(const BertConfig& config, const nn::BuildContext& ctx) : config_(config) {
   config.validate();
   const BertConfig& c = config_;
-  embeddings_ = register_module("embeddings", std::make_shared<BertEmbeddings>(c, gen));
+  embeddings_ = register_module("embeddings", std::make_shared<BertEmbeddings>(c, ctx));
   h_ = register_module("h", std::make_shared<nn::ModuleList>());
   for (int64_t i = 0; i < c.n_layers; ++i) {
     h_->push_back(nn::make_block({.d_model = c.d_model,
@@ -29,21 +29,21 @@ Bert::Bert(const BertConfig& config, Generator& gen) : config_(config) {
                                   .attn_dropout = c.attn_dropout,
                                   .init_std = c.init_std,
                                   .checkpoint = c.checkpoint},
-                                 gen));
+                                 ctx));
   }
   if (c.mlm_head) {
     mlm_ = register_module(
-        "mlm", std::make_shared<BertMLMHead>(c, embeddings_->word_embeddings()->weight(), gen));
+        "mlm", std::make_shared<BertMLMHead>(c, *embeddings_->word_embeddings(), ctx));
   }
   if (c.num_labels > 0) {
-    pooler_ = register_module("pooler", std::make_shared<BertPooler>(c, gen));
+    pooler_ = register_module("pooler", std::make_shared<BertPooler>(c, ctx));
     classifier_ =
         register_module("classifier", nn::make_classification_head({.d_model = c.d_model,
                                                                     .num_classes = c.num_labels,
                                                                     .pooling = nn::Pooling::none,
                                                                     .dropout = c.dropout,
                                                                     .init_std = c.init_std},
-                                                                   gen));
+                                                                   ctx));
   }
 }
 
@@ -73,7 +73,8 @@ Tensor Bert::mlm_loss(const Tensor& hidden, const Tensor& labels) {
            "Bert.mlm_loss", "expected labels (B, T) matching the hidden states ",
            hidden.defined() ? hidden.describe() : "undefined", ", got ",
            labels.defined() ? labels.describe() : "undefined");
-  return cross_entropy(mlm_logits(hidden), as_i64(labels));
+  TS_CHECK(mlm_ != nullptr, "Bert.mlm_loss", "expected a model built with mlm_head, got none");
+  return mlm_->loss(hidden, as_i64(labels));
 }
 
 Tensor Bert::classify(const Tensor& hidden) {

@@ -18,7 +18,9 @@ class Bert : public nn::Module {
  public:
   // Weights as BERT initialises them: N(0, init_std) for embeddings and linears, zero biases, unit
   // LayerNorm gains.
-  Bert(const BertConfig& config, Generator& gen);
+  // Under a context with tensor parallelism the blocks, word embeddings and MLM decoder are their
+  // 1D twins (factory.h).
+  Bert(const BertConfig& config, const nn::BuildContext& ctx);
   std::string type_name() const override { return "Bert"; }
 
   // ids (B, T) i32/i64; token_type_ids (B, T) or undefined (type 0); attention_mask (B, T), bool or

@@ -5,20 +5,20 @@
 
 namespace tessera::bert {
 
-BertEmbeddings::BertEmbeddings(const BertConfig& c, Generator& gen)
+BertEmbeddings::BertEmbeddings(const BertConfig& c, const nn::BuildContext& ctx)
     : max_positions_(c.max_positions) {
   word_ = register_module(
       "word_embeddings",
       nn::make_embedding({.num_embeddings = c.vocab_size, .dim = c.d_model, .init_std = c.init_std},
-                         gen, nn::ParallelStyle::vocab));
+                         ctx, nn::ParallelStyle::vocab));
   position_ = register_module(
       "position_embeddings",
       nn::make_embedding(
-          {.num_embeddings = c.max_positions, .dim = c.d_model, .init_std = c.init_std}, gen));
+          {.num_embeddings = c.max_positions, .dim = c.d_model, .init_std = c.init_std}, ctx));
   token_type_ = register_module(
       "token_type_embeddings",
       nn::make_embedding(
-          {.num_embeddings = c.type_vocab_size, .dim = c.d_model, .init_std = c.init_std}, gen));
+          {.num_embeddings = c.type_vocab_size, .dim = c.d_model, .init_std = c.init_std}, ctx));
   layer_norm_ =
       register_module("layer_norm", nn::make_layer_norm({.dim = c.d_model, .eps = c.ln_eps}));
   dropout_ = register_module("dropout", std::make_shared<nn::Dropout>(c.dropout));
@@ -43,30 +43,38 @@ Tensor BertEmbeddings::forward(const Tensor& ids, const Tensor& token_type_ids) 
   return dropout_->forward(layer_norm_->forward(x));
 }
 
-BertMLMHead::BertMLMHead(const BertConfig& c, const Tensor& word_embeddings, Generator& gen) {
+BertMLMHead::BertMLMHead(const BertConfig& c, const nn::Embedding& word_embeddings,
+                         const nn::BuildContext& ctx) {
   dense_ = register_module(
       "dense",
       nn::make_linear({.in_features = c.d_model, .out_features = c.d_model, .init_std = c.init_std},
-                      gen));
+                      ctx));
   layer_norm_ =
       register_module("layer_norm", nn::make_layer_norm({.dim = c.d_model, .eps = c.ln_eps}));
   decoder_ = register_module(
       "decoder",
       nn::make_tied_lm_head(
           {.d_model = c.d_model, .vocab_size = c.vocab_size, .bias = true, .init_std = c.init_std},
-          word_embeddings, nn::ParallelStyle::vocab));
+          word_embeddings, ctx, nn::ParallelStyle::vocab));
+}
+
+Tensor BertMLMHead::transform(const Tensor& hidden) {
+  return layer_norm_->forward(gelu(dense_->forward(hidden), "none"));  // (B, T, C)
 }
 
 Tensor BertMLMHead::forward(const Tensor& hidden) {
-  Tensor h = layer_norm_->forward(gelu(dense_->forward(hidden), "none"));  // (B, T, C)
-  return decoder_->forward(h);                                             // (B, T, V)
+  return decoder_->forward(transform(hidden));  // (B, T, V)
 }
 
-BertPooler::BertPooler(const BertConfig& c, Generator& gen) {
+Tensor BertMLMHead::loss(const Tensor& hidden, const Tensor& labels) {
+  return decoder_->loss(transform(hidden), labels);
+}
+
+BertPooler::BertPooler(const BertConfig& c, const nn::BuildContext& ctx) {
   dense_ = register_module(
       "dense",
       nn::make_linear({.in_features = c.d_model, .out_features = c.d_model, .init_std = c.init_std},
-                      gen));
+                      ctx));
 }
 
 Tensor BertPooler::forward(const Tensor& hidden) {

@@ -14,7 +14,7 @@ namespace tessera::bert {
 class BertEmbeddings : public nn::Module {
  public:
   // Children: word_embeddings, position_embeddings, token_type_embeddings, layer_norm, dropout.
-  BertEmbeddings(const BertConfig& config, Generator& gen);
+  BertEmbeddings(const BertConfig& config, const nn::BuildContext& ctx);
   std::string type_name() const override { return "BertEmbeddings"; }
 
   // ids (B, T), token_type_ids (B, T) or undefined (all type 0) -> (B, T, C).
@@ -32,13 +32,17 @@ class BertEmbeddings : public nn::Module {
 class BertMLMHead : public nn::Module {
  public:
   // Children: dense (C -> C), layer_norm, decoder (an LMHead on `word_embeddings` with a bias).
-  BertMLMHead(const BertConfig& config, const Tensor& word_embeddings, Generator& gen);
+  BertMLMHead(const BertConfig& config, const nn::Embedding& word_embeddings,
+              const nn::BuildContext& ctx);
   std::string type_name() const override { return "BertMLMHead"; }
 
   // hidden (B, T, C) -> logits (B, T, vocab)
   Tensor forward(const Tensor& hidden);
+  // cross_entropy(forward(hidden), labels), through the decoder (vocab-parallel: no gather).
+  Tensor loss(const Tensor& hidden, const Tensor& labels);
 
  private:
+  Tensor transform(const Tensor& hidden);  // dense, GELU, LayerNorm
   std::shared_ptr<nn::Linear> dense_;
   std::shared_ptr<nn::LayerNorm> layer_norm_;
   std::shared_ptr<nn::LMHead> decoder_;
@@ -47,7 +51,7 @@ class BertMLMHead : public nn::Module {
 class BertPooler : public nn::Module {
  public:
   // Child: dense (C -> C).
-  BertPooler(const BertConfig& config, Generator& gen);
+  BertPooler(const BertConfig& config, const nn::BuildContext& ctx);
   std::string type_name() const override { return "BertPooler"; }
 
   // hidden (B, T, C) -> tanh(dense(hidden[:, 0])) (B, C)

@@ -42,7 +42,7 @@ class BertTask : public Task {
              "expected the validation data's "
              "vocabulary to fit the training data's (",
              mask_.mask_id, " ids), got ", val_->vocab_size());
-    model_ = std::make_shared<bert::Bert>(c.bert, *ctx.init_gen);
+    model_ = std::make_shared<bert::Bert>(c.bert, nn::BuildContext(*ctx.init_gen, ctx.parallel));
     model_->to(device_);
   }
 

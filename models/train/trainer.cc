@@ -70,10 +70,6 @@ void check_supported(const TrainConfig& c) {
     TS_CHECK(p.tensor.mode == "1d", "config", "parallel.tensor.mode ", p.tensor.mode,
              ": this version of Tessera splits layers in 1d mode only (Megatron's column / row "
              "pairs); set parallel.tensor.mode to 1d");
-    TS_CHECK(c.kind == ModelKind::gpt, "config", "parallel.tensor.size ", p.tensor.size, ": ",
-             model_kind_name(c.kind),
-             " has no tensor-parallel layers in this version of Tessera (GPT has); set "
-             "parallel.tensor.size to 1");
     TS_CHECK(c.train.device == "cpu", "config", "parallel.tensor.size ", p.tensor.size,
              " with train.device ", c.train.device,
              ": tensor parallelism runs on the CPU in this version of Tessera; set train.device "

@@ -56,7 +56,7 @@ class VitTask : public Task {
               .num_classes = c.vit.num_classes,
               .noise = c.data.image_noise,
               .seed = kTrainImageSeed};
-    model_ = std::make_shared<vit::ViT>(c.vit, *ctx.init_gen);
+    model_ = std::make_shared<vit::ViT>(c.vit, nn::BuildContext(*ctx.init_gen, ctx.parallel));
     model_->to(device_);
   }
 

@@ -5,7 +5,8 @@
 
 namespace tessera::vit {
 
-ViT::ViT(const ViTConfig& config, Generator& gen) : config_(config) {
+ViT::ViT(const ViTConfig& config, const nn::BuildContext& ctx) : config_(config) {
+  Generator& gen = ctx.generator();
   config.validate();
   const ViTConfig& c = config_;
   patch_embed_ =
@@ -15,7 +16,7 @@ ViT::ViT(const ViTConfig& config, Generator& gen) : config_(config) {
                                                                .in_channels = c.in_channels,
                                                                .embed_dim = c.d_model,
                                                                .init_std = c.init_std},
-                                                              gen));
+                                                              ctx));
   Tensor cls = empty({1, 1, c.d_model});
   normal_(cls, 0.0, c.init_std, &gen);
   cls_token_ = register_parameter("cls_token", cls);
@@ -37,7 +38,7 @@ ViT::ViT(const ViTConfig& config, Generator& gen) : config_(config) {
                                   .attn_dropout = c.attn_dropout,
                                   .init_std = c.init_std,
                                   .checkpoint = c.checkpoint},
-                                 gen));
+                                 ctx));
   }
   // The final LayerNorm is per token, so applying it to the class token alone equals ViT's.
   head_ = register_module("head", nn::make_classification_head({.d_model = c.d_model,
@@ -46,7 +47,7 @@ ViT::ViT(const ViTConfig& config, Generator& gen) : config_(config) {
                                                                 .norm = true,
                                                                 .ln_eps = c.ln_eps,
                                                                 .init_std = c.init_std},
-                                                               gen));
+                                                               ctx));
 }
 
 Tensor ViT::forward(const Tensor& images) {

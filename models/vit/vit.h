@@ -16,7 +16,8 @@ class ViT : public nn::Module {
  public:
   // Weights N(0, init_std) (patch projection, class token, positions, linears), zero biases,
   // unit LayerNorm gains.
-  ViT(const ViTConfig& config, Generator& gen);
+  // Under a context with tensor parallelism the blocks are their 1D twins (factory.h).
+  ViT(const ViTConfig& config, const nn::BuildContext& ctx);
   std::string type_name() const override { return "ViT"; }
 
   // images (B, C, H, W) f32 -> logits (B, num_classes).

@@ -10,7 +10,6 @@ here=$(dirname "$0")
 source "$here/cli_test_lib.sh"
 tessera=$(realpath "$1")
 cfg=$here/tiny_gpt.json
-bert=$here/../../../tools/configs/bert-tiny.json
 work=$TMPDIR/work
 mkdir -p "$work"
 common=(--config "$cfg" --set train.steps=20 --set train.sample_tokens=8 --set logging.log_every=1
@@ -51,6 +50,18 @@ compare "next losses: both resumes" "$work/tp2_resumed_serially.jsonl" "$work/se
 
 mpi 2 60 "$tessera" train --config "$cfg" --set parallel.tensor.size=2 --set model.n_heads=1
 expect_error "heads not divisible" "n_heads 1 divisible by the tensor-parallel size 2" 30
-mpi 2 60 "$tessera" train --config "$bert" --set parallel.tensor.size=2
-expect_error "BERT not yet" "has no tensor-parallel layers in this version" 30
+# BERT (vocab-parallel word embeddings and tied MLM decoder) and ViT under tp 2 equal their serial
+# runs, dropout on.
+for model in bert vit; do
+  mcfg=$here/../../../tools/configs/$model-tiny.json
+  mcommon=(--config "$mcfg" --set train.steps=6 --set schedule.warmup_steps=2 --set logging.log_every=1
+           --set model.dropout=0.1)
+  mpi 1 300 "$tessera" train "${mcommon[@]}" --set checkpoint.dir="$work/$model-serial" \
+    --set logging.metrics="$work/$model-serial.jsonl"
+  expect_ok "$model serial" "step 6/6"
+  mpi 2 300 "$tessera" train "${mcommon[@]}" --set parallel.tensor.size=2 \
+    --set checkpoint.dir="$work/$model-tp2" --set logging.metrics="$work/$model-tp2.jsonl"
+  expect_ok "$model tp 2" "tensor parallel: 1d over 2 ranks"
+  compare "$model serial vs tp 2" "$work/$model-serial.jsonl" "$work/$model-tp2.jsonl"
+done
 finish
