@@ -90,6 +90,36 @@ fi
 run 60 "$tessera" eval --checkpoint "$work/nothing" --data "$work/text.tok"
 expect_error "eval of a missing checkpoint" "nothing: no such directory"
 
+# eval and generate never read the optimizer state: a checkpoint without it serves them.
+cp -r "$work/ck" "$work/ck_weights"
+rm "$work/ck_weights/step-00000010/optimizer.safetensors"
+run 120 "$tessera" eval --checkpoint "$work/ck_weights" --data "$work/text.tok"
+expect_ok "eval without optimizer.safetensors" "| loss "
+run 120 "$tessera" generate --checkpoint "$work/ck_weights" --prompt "the" --max-new-tokens 5
+expect_ok "generate without optimizer.safetensors" "the"
+
+# Ctrl-C / SIGTERM: the first signal finishes the step, saves and exits non-zero saying so; a
+# second signal exits at once (a wider model, so the second signal lands inside a step).
+long=(--config "$cfg" --set train.steps=100000 --set logging.log_every=1 --set train.sample_tokens=0
+      --set model.d_model=256 --set model.n_layers=4 --set model.n_heads=4)
+for signals in "INT" "INT TERM"; do
+  dir="$work/sig_${signals// /_}"
+  TESSERA_PROGRESS=lines "$tessera" train "${long[@]}" --set checkpoint.dir="$dir" >"$LOG" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 300); do grep -q "step  *2/" "$LOG" && break; sleep 0.1; done
+  for s in $signals; do kill -s "$s" "$pid"; done
+  wait "$pid"
+  RC=$?
+  if [ "$signals" = "INT" ]; then
+    [ "$RC" -ne 0 ] && grep -qF "stopped by SIGINT (Ctrl-C) after step" "$LOG" &&
+      grep -qF "checkpoint saved" "$LOG" && ls "$dir" | grep -q '^step-' &&
+      echo "ok: SIGINT saves a checkpoint and exits $RC" || fail "SIGINT: exit $RC"
+  else
+    [ "$RC" -eq 143 ] && grep -qF "second signal, exiting now" "$LOG" &&
+      echo "ok: a second signal exits at once ($RC)" || fail "second signal: exit $RC"
+  fi
+done
+
 printf 'garbage!' | dd of="$work/ck/step-00000010/model.safetensors" bs=1 seek=200 conv=notrunc 2>/dev/null
 run 60 "$tessera" eval --checkpoint "$work/ck" --data "$work/text.tok"
 expect_error "eval of a corrupt checkpoint" "model.safetensors"
