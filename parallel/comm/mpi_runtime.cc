@@ -87,6 +87,7 @@ MpiRuntime::~MpiRuntime() {
   world_.reset();
   if (shutdown_comm != MPI_COMM_NULL && mpi_active()) MPI_Comm_free(&shutdown_comm);
   if (owns_mpi_ && mpi_active()) MPI_Finalize();
+  set_error_rank(-1);  // later messages of this process are no longer a rank's
   g_runtime_alive.store(false);
 }
 
