@@ -140,6 +140,19 @@ Tensor log_softmax(const Tensor& x, int64_t dim = -1);
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 // Identity unless training and p > 0; the mask comes from the generator's counter (see kernels.h).
 Tensor dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr);
+// Where x lies in a larger tensor `whole` that a serial layer would drop: x is
+// whole.narrow(dim, start, x.size(dim)), and whole.size(dim) is `size` (sequence parallelism: a
+// rank's rows (B, T/P, C) of (B, T, C)).
+struct DropoutSlice {
+  int64_t dim = 0;
+  int64_t size = 0;
+  int64_t start = 0;
+};
+// dropout(whole)'s values at x's elements: reserves whole's counters (every rank holding a slice
+// advances the generator as the serial dropout does) and keeps x's element where the serial mask
+// keeps its flat index in whole. One kernel call per index of the dims before `dim`.
+Tensor dropout_slice(const Tensor& x, double p, const DropoutSlice& slice, bool training = true,
+                     Generator* gen = nullptr);
 // weight (V, C), ids i32/i64 of any shape; out-of-range ids throw naming the id.
 Tensor embedding(const Tensor& weight, const Tensor& ids);
 

@@ -121,6 +121,37 @@ struct DropoutBackward final : Node {
   }
 };
 
+// The serial mask of `whole` on its slice x (see DropoutSlice), written into out (contiguous, x's
+// shape). x viewed as (outer, n * inner) rows: row o starts at whole's flat index
+// (o * size + start) * inner, and each row is one contiguous run of whole's counters.
+void dropout_slice_kernel(const Tensor& x, double p, uint64_t seed, uint64_t offset,
+                          const DropoutSlice& s, const Tensor& out) {
+  const int64_t n = x.size(s.dim);
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < s.dim; ++i) outer *= x.size(i);
+  for (int64_t i = s.dim + 1; i < x.dim(); ++i) inner *= x.size(i);
+  if (outer * n * inner == 0) return;
+  Tensor rows = x.contiguous().view({outer, n * inner});
+  Tensor out_rows = out.view({outer, n * inner});
+  for (int64_t o = 0; o < outer; ++o) {
+    const uint64_t first = offset + uint64_t((o * s.size + s.start) * inner);
+    kernels::dropout(rows.select(0, o), p, seed, first, out_rows.select(0, o));
+  }
+}
+
+struct DropoutSliceBackward final : Node {
+  double p = 0.0;
+  uint64_t seed = 0, offset = 0;  // the forward's counters: the mask is recomputed, never stored
+  DropoutSlice slice;             // dim wrapped
+  std::string name() const override { return "DropoutSliceBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    if (!grads[0].defined()) return {Tensor()};
+    Tensor gx = empty(grads[0].shape(), {.dtype = grads[0].dtype(), .device = grads[0].device()});
+    dropout_slice_kernel(grads[0], p, seed, offset, slice, gx);
+    return {gx};
+  }
+};
+
 // ---------------------------------------------------------------- embedding
 struct EmbeddingBackward final : Node {
   SavedTensor ids;
@@ -202,6 +233,37 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
     node->p = p;
     node->seed = seed;
     node->offset = offset;
+    set_history(out, node);
+  }
+  return out;
+}
+
+Tensor dropout_slice(const Tensor& x, double p, const DropoutSlice& slice, bool training,
+                     Generator* gen) {
+  check_floating("dropout_slice", x, "input");
+  TS_CHECK(p >= 0.0 && p < 1.0, "dropout_slice", "expected p in [0, 1), got ", p);
+  TS_CHECK(x.dim() >= 1, "dropout_slice", "expected a tensor with at least one dim, got ",
+           x.describe());
+  DropoutSlice s = slice;
+  s.dim = wrap_dim(slice.dim, x.dim(), "dropout_slice");
+  TS_CHECK(s.start >= 0 && s.start + x.size(s.dim) <= s.size, "dropout_slice",
+           "expected the slice [start, start + x.size(dim)) = [", s.start, ", ",
+           s.start + x.size(s.dim), ") inside a whole dim ", s.dim, " of size ", s.size, ", got x ",
+           x.describe());
+  if (!training || p == 0.0) return x;
+  Generator& g = gen ? *gen : default_generator();
+  int64_t whole = s.size;  // whole.numel(): every rank reserves what the serial dropout reserves
+  for (int64_t i = 0; i < x.dim(); ++i)
+    if (i != s.dim) whole *= x.size(i);
+  const uint64_t offset = g.reserve(uint64_t(whole));
+  const uint64_t seed = g.seed();
+  Tensor out = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+  dropout_slice_kernel(x, p, seed, offset, s, out);
+  if (auto node = make_node<DropoutSliceBackward>({&x})) {
+    node->p = p;
+    node->seed = seed;
+    node->offset = offset;
+    node->slice = s;
     set_history(out, node);
   }
   return out;

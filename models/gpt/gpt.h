@@ -8,6 +8,7 @@
 #include "core/generator.h"
 #include "models/gpt/gpt_config.h"
 #include "models/nn/nn.h"
+#include "models/nn/parallel/sequence_1d.h"
 
 namespace tessera::gpt {
 
@@ -21,9 +22,11 @@ class GPT : public nn::Module {
   GPT(const GPTConfig& config, const nn::BuildContext& ctx);
   std::string type_name() const override { return "GPT"; }
 
-  // ids (B, T) i32/i64 with T <= context_length -> logits (B, T, vocab_size).
+  // ids (B, T) i32/i64 with T <= context_length -> logits (B, T, vocab_size). Under sequence
+  // parallelism outside training a T not divisible by the tensor size is padded (see gpt.cc).
   Tensor forward(const Tensor& ids);
-  // The final hidden states before the head: (B, T) ids -> (B, T, d_model).
+  // The final hidden states before the head: (B, T) ids -> (B, T, d_model); under sequence
+  // parallelism this rank's shard (B, T/P, d_model), T divisible by P.
   Tensor hidden(const Tensor& ids);
   // Mean cross-entropy of forward(ids) against targets (B, T) (-100 entries are ignored).
   Tensor loss(const Tensor& ids, const Tensor& targets);
@@ -50,6 +53,7 @@ class GPT : public nn::Module {
   std::shared_ptr<nn::ModuleList> h_;
   std::shared_ptr<nn::LayerNorm> ln_f_;
   std::shared_ptr<nn::LMHead> lm_head_;
+  nn::SequenceSplit seq_;  // off unless parallel.tensor.sequence_parallel
 };
 
 // Picks the next token from one row of logits (V), as generate() does; u is a uniform draw in

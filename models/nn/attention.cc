@@ -45,8 +45,9 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& key_padding_ma
   const int64_t c = spec_.d_model, h = local_heads_, d = c / spec_.n_heads;
   TS_CHECK(x.defined() && x.dim() == 3 && x.size(2) == c, "MultiHeadAttention",
            "expected input (B, T, ", c, "), got ", x.defined() ? x.describe() : "undefined");
-  const int64_t b = x.size(0), t = x.size(1);
   Tensor qkv = c_attn_->forward(x);  // (B, T, 3 H D): this rank's heads' q | k | v
+  // T from the projection: under sequence parallelism x is a shard (B, T/P, C) and c_attn gathers.
+  const int64_t b = qkv.size(0), t = qkv.size(1);
   Tensor heads = permute(reshape(qkv, {b, t, 3, h, d}), {2, 0, 3, 1, 4});  // (3, B, H, T, D)
   AttentionArgs args;
   args.total_heads = spec_.n_heads;  // dropout draws the whole layer's mask at these heads

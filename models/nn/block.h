@@ -1,5 +1,8 @@
 // The transformer block: pre-LN (GPT-2, ViT: x + attn(ln_1(x)), then x + mlp(ln_2(x))) or post-LN
-// (BERT: ln_1(x + attn(x)), then ln_2(x + mlp(x))), with optional activation checkpointing.
+// (BERT: ln_1(x + attn(x)), then ln_2(x + mlp(x))), with optional activation checkpointing. Under
+// 1D sequence parallelism (models/nn/parallel/sequence_1d.h) its input and output are this rank's
+// sequence shard (B, T/P, C): the LayerNorms and residual dropouts work on shards, attention and
+// the MLP gather the sequence in their column linears and scatter it again in their row linears.
 #pragma once
 
 #include <memory>
@@ -37,6 +40,7 @@ class Block : public Module {
   std::string type_name() const override { return "Block"; }
 
   // x (B, T, C); key_padding_mask (B, T) bool, true = attend, or undefined -> (B, T, C).
+  // Sequence parallel: x and the result (B, T/P, C); the mask stays (B, T).
   virtual Tensor forward(const Tensor& x, const Tensor& key_padding_mask = Tensor());
 
   const BlockSpec& spec() const { return spec_; }

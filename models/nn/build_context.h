@@ -9,6 +9,7 @@
 #include "core/generator.h"
 #include "parallel/comm/communicator.h"
 #include "parallel/mesh/parallel_context.h"
+#include "parallel/tensor/summa.h"
 
 namespace tessera::nn {
 
@@ -27,10 +28,18 @@ class BuildContext {
   const std::string& tensor_mode() const;
   // True when layers are split: a context with tensor size > 1.
   bool tensor_parallel() const { return tensor_size() > 1; }
+  // 1D sequence parallelism (parallel.tensor.sequence_parallel): the activations between the
+  // tensor-parallel regions are sequence shards (models/nn/parallel/sequence_1d.h).
+  bool sequence_parallel() const {
+    return tensor_parallel() && parallel_->config().tensor.sequence_parallel;
+  }
   // The tensor group (null when serial).
   std::shared_ptr<parallel::Communicator> tensor_group() const {
     return tensor_parallel() ? parallel_->tensor_group() : nullptr;
   }
+  // 2D mode: the q x q grid this rank sits on, its grid row ("2d_row") and column ("2d_col")
+  // groups (see parallel/tensor/summa.h). Throws unless tensor-parallel in mode 2d.
+  parallel::tensor::SummaGrid summa_grid() const;
 
  private:
   Generator* gen_;

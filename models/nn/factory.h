@@ -18,9 +18,11 @@
 //   make_lm_head(vocab)   -> a vocabulary-split head feeding vocab-parallel cross-entropy; a tied
 //                            head shares the VocabParallelEmbedding's shard.
 // 2D / 2.5D / 3D modes split every Linear and LayerNorm by the mesh, whatever the hint; the hint is
-// then only checked. Serial layers record their hint (parallel_style()) so tests pin each call
-// site. A factory refuses a hint its layer has no twin for (ValueError naming the factory and the
-// hint).
+// then only checked. Mode 2d today: make_linear -> Linear2D, make_layer_norm(spec, ctx) ->
+// LayerNorm2D (models/nn/parallel/*_2d.h), so make_mlp builds the 2D MLP; the factories of the
+// other layers refuse mode 2d by name. Serial layers record their hint (parallel_style()) so tests
+// pin each call site. A factory refuses a hint its layer has no twin for (ValueError naming the
+// factory and the hint).
 #pragma once
 
 #include <memory>
@@ -43,6 +45,8 @@ namespace tessera::nn {
 std::shared_ptr<Linear> make_linear(const LinearSpec& spec, const BuildContext& ctx,
                                     ParallelStyle style = ParallelStyle::none);
 std::shared_ptr<LayerNorm> make_layer_norm(const LayerNormSpec& spec);
+// Under mode 2d: LayerNorm2D; otherwise make_layer_norm(spec).
+std::shared_ptr<LayerNorm> make_layer_norm(const LayerNormSpec& spec, const BuildContext& ctx);
 // Hints: none, vocab.
 std::shared_ptr<Embedding> make_embedding(const EmbeddingSpec& spec, const BuildContext& ctx,
                                           ParallelStyle style = ParallelStyle::none);

@@ -57,6 +57,7 @@ void read_parallel(const json& j, TrainConfig& c) {
     t.integer("size", 1, 1);
     t.string("mode", "1d", {"1d", "2d", "2.5d", "3d"});
     t.integer("depth", 1, 1);
+    t.boolean("sequence_parallel", false);
     t.done();
   }
   c.parallel = within_section("parallel", [&] { return parallel::ParallelConfig::from_json(j); });

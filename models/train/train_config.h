@@ -22,8 +22,10 @@ enum class ModelKind { gpt, bert, vit };
 const char* model_kind_name(ModelKind kind);
 
 struct ZeroSection {
-  int64_t stage = 0;  // only 0 (no sharding) until the ZeRO issue lands
-  bool offload = false;
+  // 0: none; 1: optimizer state and f32 masters sharded over the data-parallel ranks; 2: also the
+  // gradients (reduce-scattered). 3 (parameters too) is refused for now.
+  int64_t stage = 0;
+  bool offload = false;  // refused for now
 };
 
 struct PrecisionSection {

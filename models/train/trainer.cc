@@ -30,12 +30,11 @@
 #include "models/train/task.h"
 #include "models/train/train_device.h"
 #include "models/train/train_state.h"
-#include "optim/clip_grad.h"
-#include "optim/make_optimizer.h"
+#include "models/train/update_engine.h"
 #include "optim/param_math.h"
 #include "parallel/comm/config_check.h"
-#include "parallel/data/data_parallel.h"
 #include "parallel/mesh/parallel_context.h"
+#include "parallel/zero/sharded_optimizer.h"
 
 namespace tessera::train {
 
@@ -60,6 +59,25 @@ void run_agreed(parallel::Communicator* comm, const std::function<void()>& fn) {
 
 namespace {
 
+// ZeRO stages 1 and 2 on the CPU with an element-wise optimizer; not stage 3 or offload yet.
+void check_zero_supported(const TrainConfig& c) {
+  const ZeroSection& z = c.zero;
+  TS_CHECK(!z.offload, "config",
+           "zero.offload: offloading the ZeRO optimizer to CPU memory is not available in this "
+           "version of Tessera (ZeRO stages 1 and 2 are); set zero.offload to false");
+  TS_CHECK(z.stage <= 2, "config", "zero.stage ", z.stage,
+           ": sharding the parameters themselves (ZeRO stage 3) is not available in this version "
+           "of Tessera; stage 1 shards the optimizer state and f32 master weights and stage 2 also "
+           "the gradients: set zero.stage to 1 or 2");
+  if (z.stage == 0) return;
+  parallel::zero::check_zero_optimizer(c.optimizer.value("type", "adamw"), "optimizer.type",
+                                       int(z.stage));
+  TS_CHECK(c.train.device == "cpu", "config", "zero.stage ", z.stage, " with train.device ",
+           c.train.device,
+           ": the ZeRO optimizer runs on the CPU in this version of Tessera; set train.device to "
+           "cpu or zero.stage to 0");
+}
+
 // Rejects what the config asks for but this build cannot do yet.
 void check_supported(const TrainConfig& c) {
   const parallel::ParallelConfig& p = c.parallel;
@@ -75,13 +93,27 @@ void check_supported(const TrainConfig& c) {
              ": tensor parallelism runs on the CPU in this version of Tessera; set train.device "
              "to cpu or parallel.tensor.size to 1");
   }
+  // ParallelConfig::validate has refused it outside 1d or with tensor size 1. The gradients of the
+  // replicated parameters that see a sequence shard are summed over the tensor group in backward
+  // (models/nn/parallel/sequence_1d.h), so the step and the clipping need nothing more.
+  if (p.tensor.sequence_parallel) {
+    TS_CHECK(c.kind == ModelKind::gpt, "config",
+             "parallel.tensor.sequence_parallel with model.type ", model_kind_name(c.kind),
+             ": sequence parallelism is available for GPT in this version of Tessera; set "
+             "parallel.tensor.sequence_parallel to false");
+    TS_CHECK(c.seq_len() % p.tensor.size == 0, "config",
+             "parallel.tensor.sequence_parallel splits the sequence over the tensor group: "
+             "expected the sequence length (train.seq_len or model.context_length) ",
+             c.seq_len(), " divisible by parallel.tensor.size ", p.tensor.size);
+    TS_CHECK(c.gpt.context_length % p.tensor.size == 0, "config",
+             "parallel.tensor.sequence_parallel: expected model.context_length ",
+             c.gpt.context_length, " divisible by parallel.tensor.size ", p.tensor.size,
+             " (generation pads its window to a multiple of it)");
+  }
   TS_CHECK(p.sequence == 1, "config", "parallel.sequence ", p.sequence,
            ": sequence parallelism is not available in this version of Tessera (data parallelism "
            "is); set parallel.sequence to 1");
-  TS_CHECK(c.zero.stage == 0 && !c.zero.offload, "config", "zero.stage ", c.zero.stage,
-           c.zero.offload ? " with offload" : "",
-           ": the ZeRO optimizer and CPU offload are not available in this version of Tessera; "
-           "set zero.stage to 0 and zero.offload to false");
+  check_zero_supported(c);
 }
 
 // Fills parallel.data when the config leaves it out, checks the layout against the world and
@@ -156,7 +188,7 @@ class Trainer {
   std::ostream* out() const { return rank0() ? options_.out : nullptr; }
   bool rank0() const { return !world_ || world_->rank() == 0; }
   bool tensor_parallel() const { return config_.parallel.tensor.size > 1; }
-  double clip_gradients(const std::vector<Tensor>& params);
+  double clip_gradients();
   parallel::Communicator* data_group() const {
     return context_ ? context_->data_group().get() : nullptr;
   }
@@ -171,11 +203,10 @@ class Trainer {
   std::unique_ptr<parallel::ParallelContext> context_;
   Generator init_gen_;
   std::unique_ptr<Task> task_;
-  std::unique_ptr<optim::MasterWeights> masters_;
-  std::unique_ptr<optim::Optimizer> optimizer_;
+  // Gradient reduction, f32 masters, the optimizer and its checkpoint state: plain or ZeRO.
+  std::unique_ptr<UpdateEngine> update_;
   std::optional<optim::LrSchedule> schedule_;
   std::unique_ptr<optim::DynamicLossScaler> scaler_;
-  std::unique_ptr<parallel::DataParallel> dp_;
   std::unique_ptr<Progress> progress_;
   std::unique_ptr<CheckpointRoot> checkpoint_root_;  // rank 0 with a checkpoint.dir
   std::optional<InterruptWatch> interrupts_;
@@ -218,17 +249,39 @@ void Trainer::setup() {
                        .init_gen = &init_gen_,
                        .device = device_,
                        .parallel = tensor_parallel() ? context_.get() : nullptr});
-    nn::Module& model = task_->model();
     const DType dtype = precision_dtype(config_.precision.dtype);
-    if (dtype != DType::f32) model.to(dtype);
-    masters_ = std::make_unique<optim::MasterWeights>(model.parameters());
+    if (dtype != DType::f32) task_->model().to(dtype);
+  });
+  // Gradients live on device_, so they are reduced by a communicator for that device (NCCL over
+  // the MPI data group on a GPU); the MPI group keeps the host-side sums.
+  if (config_.parallel.data > 1 || (config_.zero.stage > 0 && context_))
+    grad_group_ = gradient_group(context_->data_group(), device_);
+  // Its own agreed block: building it is collective over the data group (broadcast, layout check).
+  run_agreed(world_.get(), [&] {
+    nn::Module& model = task_->model();
     std::vector<optim::ParamGroup> groups = optim::param_groups_with_decay(
         model.named_parameters(), std::max(0.0, config_.weight_decay));
     if (config_.weight_decay < 0) groups[0].weight_decay.reset();  // the optimizer's default
-    optimizer_ = optim::make_optimizer(config_.optimizer, masters_->master_groups(groups));
+    update_ = make_update_engine({.model = &model,
+                                  .groups = groups,
+                                  .optimizer = config_.optimizer,
+                                  .grad_group = grad_group_,
+                                  .zero_stage = int(config_.zero.stage)});
+  });
+  run_agreed(world_.get(), [&] {
     schedule_.emplace(config_.schedule);
-    if (dtype == DType::f16)
+    if (precision_dtype(config_.precision.dtype) == DType::f16) {
       scaler_ = std::make_unique<optim::DynamicLossScaler>(config_.precision.loss_scale);
+      // A rank sees only its shards' gradients (ZeRO, tensor parallelism): every rank must skip
+      // the same steps, so the flag is agreed over the world before any rank acts on it.
+      if (world_ && world_->size() > 1) {
+        scaler_->set_found_inf_reducer([world = world_](bool local) {
+          Tensor flag = from_vector<int32_t>({local ? 1 : 0}, {1});
+          world->all_reduce(flag, parallel::ReduceOp::max)->wait();
+          return flag.data<int32_t>()[0] != 0;
+        });
+      }
+    }
     if (std::optional<std::string> dir = checkpoint_to_resume(config_.checkpoint)) resume(*dir);
     if (rank0() && !config_.logging.metrics.empty()) {
       std::error_code ec;  // a fresh run starts a fresh file; a resumed one drops what it redoes
@@ -245,12 +298,6 @@ void Trainer::setup() {
                         .unit = task_->unit(),
                         .metrics_path = rank0() ? config_.logging.metrics : std::string()});
   });
-  if (config_.parallel.data > 1) {
-    // Gradients live on device_, so they are reduced by a communicator for that device (NCCL over
-    // the MPI data group on a GPU); the MPI group keeps the host-side sums.
-    grad_group_ = gradient_group(context_->data_group(), device_);
-    dp_ = std::make_unique<parallel::DataParallel>(task_->model().named_parameters(), grad_group_);
-  }
 }
 
 void Trainer::resume(const std::string& dir) {
@@ -262,17 +309,16 @@ void Trainer::resume(const std::string& dir) {
   // The checkpoint holds serial tensors: under tensor parallelism each rank takes its shards.
   const Placements placements =
       tensor_parallel() ? model_state_placements(task_->model()) : Placements();
-  load_model_tensors(task_->model(), masters_.get(), cut_named(ck.model, placements), dir);
+  update_->load_model(task_->model(), cut_named(ck.model, placements), dir);
   try {
     io::NamedTensors opt_tensors = ck.optimizer;
     if (tensor_parallel()) {
       Placements by_name;
       for (const auto& [name, t] : opt_tensors)
-        by_name.emplace(name, optimizer_state_placement(name, t, *optimizer_, *masters_,
-                                                        placements, task_->model()));
+        by_name.emplace(name, update_->state_placement(name, t, placements, task_->model()));
       opt_tensors = cut_named(opt_tensors, by_name);
     }
-    optimizer_->load_state_dict({s.at("optimizer"), opt_tensors});
+    update_->load_state_dict({s.at("optimizer"), opt_tensors});
     if (scaler_ && !s.at("scaler").is_null()) scaler_->load_state_dict(s.at("scaler"));
     task_->load_data_state(s.at("data"));
     default_generator().set_state(rng_seed(config_, data_rank_),
@@ -295,7 +341,7 @@ void Trainer::check_finite_weights(int64_t step) {
                step, ": training diverged; not saving a checkpoint of it (the earlier checkpoints "
                "are kept). Lower optimizer.lr or resume from an earlier checkpoint");
     }
-    for (const Tensor& m : masters_->masters()) {
+    for (const Tensor& m : update_->step_params()) {  // every master, or this rank's shards
       TS_CHECK(optim::detail::all_finite(m), "train", "the f32 master weights hold inf or NaN after step ",
                step, ": training diverged; not saving a checkpoint of them (the earlier "
                "checkpoints are kept). Lower optimizer.lr or resume from an earlier checkpoint");
@@ -306,17 +352,17 @@ void Trainer::check_finite_weights(int64_t step) {
 void Trainer::save(int64_t step) {
   if (config_.checkpoint.dir.empty()) return;
   check_finite_weights(step);
-  optim::OptimizerState opt = optimizer_->state_dict();
+  // Collective under ZeRO (gathered from the shards), so before rank 0 goes its own way.
+  optim::OptimizerState opt = update_->state_dict();
   io::CheckpointContents ck;
-  ck.model = model_checkpoint_tensors(task_->model(), *masters_);
+  ck.model = update_->model_tensors(task_->model());
   ck.optimizer = opt.tensors;
   if (tensor_parallel()) {
     // Serial names and shapes: every rank takes part in the gathers, rank 0 writes.
     const Placements placements = model_state_placements(task_->model());
     Placements by_name;
     for (const auto& [name, t] : ck.optimizer)
-      by_name.emplace(name, optimizer_state_placement(name, t, *optimizer_, *masters_, placements,
-                                                      task_->model()));
+      by_name.emplace(name, update_->state_placement(name, t, placements, task_->model()));
     ck.model = gather_named(ck.model, placements, *context_);
     ck.optimizer = gather_named(ck.optimizer, by_name, *context_);
   }
@@ -339,19 +385,18 @@ void Trainer::save(int64_t step) {
 double Trainer::train_step(int64_t step, StepStats& stats) {
   const auto start = std::chrono::steady_clock::now();
   const double lr = schedule_->lr_at(step);
-  optimizer_->set_lr(lr);
+  update_->optimizer().set_lr(lr);
   const int64_t micro = config_.train.micro_batch_size;
   double local_loss = 0;
   for (int64_t m = 0; m < accum_; ++m) {
-    std::optional<parallel::DataParallel::NoSyncGuard> no_sync;
-    if (dp_ && m + 1 < accum_) no_sync.emplace(dp_->no_sync());
+    update_->set_grad_sync(m + 1 == accum_);  // only the last micro-batch reduces gradients
     Tensor loss = task_->micro_loss(micro);
     local_loss += loss.item();
     if (accum_ > 1) loss = mul(loss, 1.0 / double(accum_));
     if (scaler_) loss = scaler_->scale_loss(loss);
     autograd::backward({loss});
   }
-  if (dp_) dp_->finish_gradient_sync();
+  update_->finish_gradients();
   const double loss =
       sum_over_ranks(data_group(), {local_loss})[0] / double(accum_ * config_.parallel.data);
   // Every rank holds the same averaged loss, so all fail together; rank 0 reports. The loss scaler
@@ -362,24 +407,21 @@ double Trainer::train_step(int64_t step, StepStats& stats) {
         ": training diverged (lower optimizer.lr, set train.grad_clip, or use precision.dtype "
         "f32); not training on garbage");
   });
-  masters_->grads_to_master();
-  const std::vector<Tensor>& params = masters_->masters();
   bool found_inf = false;
-  if (scaler_) found_inf = scaler_->unscale(params);
+  if (scaler_) found_inf = scaler_->unscale(update_->step_params());
   double norm = -1;
   if (config_.train.grad_clip > 0 && !found_inf) {
-    norm = clip_gradients(params);
+    norm = clip_gradients();
     run_agreed(world_.get(), [&] {
       TS_CHECK(scaler_ || std::isfinite(norm), "train", "the gradient norm is ", norm, " at step ",
                step + 1, " (loss ", loss, "): training diverged");
     });
   }
   if (scaler_)
-    check_skips(!scaler_->step(*optimizer_), step + 1);
+    check_skips(!scaler_->step(update_->optimizer()), step + 1);
   else
-    optimizer_->step();
-  masters_->master_to_model();
-  masters_->zero_grad();
+    update_->optimizer().step();
+  update_->finish_step();
 
   stats.step = step + 1;
   stats.loss = loss;
@@ -397,23 +439,18 @@ double Trainer::train_step(int64_t step, StepStats& stats) {
 }
 
 // Under tensor parallelism the global norm sums every rank's shards over the tensor group and
-// counts each replicated parameter once (on tensor rank 0), as the serial model's norm does.
-double Trainer::clip_gradients(const std::vector<Tensor>& params) {
+// counts each replicated parameter once (on tensor rank 0), as the serial model's norm does. Under
+// ZeRO the engine first sums the shards' partial norms over the data group.
+double Trainer::clip_gradients() {
   const double max_norm = config_.train.grad_clip;
-  if (!tensor_parallel()) return optim::clip_grad_norm(params, max_norm);
-  std::map<const Storage*, bool> sharded;
-  const auto placements = task_->model().named_placements();
-  const auto named = task_->model().named_parameters();
-  for (size_t i = 0; i < named.size(); ++i)
-    sharded[named[i].second.storage().get()] = !placements[i].second.replicated();
+  if (!tensor_parallel()) return update_->clip_grad_norm(max_norm, {}, {});
+  const auto placements = task_->model().named_placements();  // model.parameters()' order
   const bool counts_replicated = context_->tensor_group()->rank() == 0;
-  std::vector<Tensor> counted;
-  for (size_t i = 0; i < params.size(); ++i) {
-    const bool is_shard = sharded.at(masters_->model_params()[i].storage().get());
-    if (is_shard || counts_replicated) counted.push_back(params[i]);
-  }
+  std::vector<bool> counted;
+  for (const auto& [name, placement] : placements)
+    counted.push_back(!placement.replicated() || counts_replicated);
   parallel::Communicator* tensor_group = context_->tensor_group().get();
-  return optim::clip_grad_norm(params, counted, max_norm, [&](double local) {
+  return update_->clip_grad_norm(max_norm, counted, [&](double local) {
     return sum_over_ranks(tensor_group, {local})[0];
   });
 }
@@ -497,9 +534,12 @@ void Trainer::header() {
     char held[32];
     std::snprintf(held, sizeof held, "%.2fM", double(local) / 1e6);
     *os << "  tensor parallel: " << c.parallel.tensor.mode << " over " << c.parallel.tensor.size
-        << " ranks, groups " << groups << "; each rank holds " << held
+        << " ranks, groups " << groups
+        << (c.parallel.tensor.sequence_parallel ? ", sequence parallel (activations T / size)" : "")
+        << "; each rank holds " << held
         << " parameters (its shards and the replicated norms, biases and positions)\n";
   }
+  if (const std::string zero = update_->describe(); !zero.empty()) *os << zero << "\n";
   if (!resumed_from_.empty())
     *os << "  resumed from " << resumed_from_ << " at step " << step_ << "\n";
   if (!resume_notes_.empty()) {

@@ -45,6 +45,16 @@ void ParallelConfig::validate() const {
     TS_CHECK(exact_root(tensor.size, 3) > 0, "config",
              "expected parallel.tensor.size to be a cube (q * q * q) for mode 3d, got ", tensor.size);
   }
+  if (tensor.sequence_parallel) {
+    TS_CHECK(m == "1d", "config",
+             "expected parallel.tensor.sequence_parallel only with parallel.tensor.mode 1d "
+             "(Megatron's sequence parallelism splits the 1D layers' activations), got mode '",
+             m, "'; set parallel.tensor.sequence_parallel to false or parallel.tensor.mode to 1d");
+    TS_CHECK(tensor.size > 1, "config",
+             "expected parallel.tensor.sequence_parallel with parallel.tensor.size > 1 (it splits "
+             "the sequence over the tensor group), got size ",
+             tensor.size);
+  }
 }
 
 void ParallelConfig::validate(int world) const {
@@ -72,12 +82,19 @@ ParallelConfig ParallelConfig::from_json(const nlohmann::json& j) {
           c.tensor.size = read_int(tvalue, "tensor.size");
         } else if (tkey == "depth") {
           c.tensor.depth = read_int(tvalue, "tensor.depth");
+        } else if (tkey == "sequence_parallel") {
+          TS_CHECK(tvalue.is_boolean(), "config",
+                   "expected parallel.tensor.sequence_parallel to be true or false, got ",
+                   tvalue.dump());
+          c.tensor.sequence_parallel = tvalue.get<bool>();
         } else if (tkey == "mode") {
           TS_CHECK(tvalue.is_string(), "config", "expected parallel.tensor.mode to be a string, got ",
                    tvalue.dump());
           c.tensor.mode = tvalue.get<std::string>();
         } else {
-          TS_FAIL("config", "expected a key of parallel.tensor (size, mode, depth), got unknown key '",
+          TS_FAIL("config",
+                  "expected a key of parallel.tensor (size, mode, depth, sequence_parallel), "
+                  "got unknown key '",
                   tkey, "'");
         }
       }
@@ -94,7 +111,11 @@ nlohmann::json ParallelConfig::to_json() const {
   return {{"data", data},
           {"pipeline", pipeline},
           {"sequence", sequence},
-          {"tensor", {{"size", tensor.size}, {"mode", tensor.mode}, {"depth", tensor.depth}}}};
+          {"tensor",
+           {{"size", tensor.size},
+            {"mode", tensor.mode},
+            {"depth", tensor.depth},
+            {"sequence_parallel", tensor.sequence_parallel}}}};
 }
 
 int tensor_grid_dim(const TensorParallelConfig& tensor) {

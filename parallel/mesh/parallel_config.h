@@ -11,6 +11,9 @@ struct TensorParallelConfig {
   int size = 1;
   std::string mode = "1d";  // "1d", "2d", "2.5d" or "3d"
   int depth = 1;            // 2.5D only: the number of stacked q x q layers
+  // 1D only (Megatron's sequence parallelism): LayerNorm, dropout and the residual stream hold
+  // sequence shards (B, T / size, C) between the tensor-parallel regions.
+  bool sequence_parallel = false;
 };
 
 struct ParallelConfig {
@@ -22,12 +25,13 @@ struct ParallelConfig {
   // pipeline * data * sequence * tensor.size: the world size this layout needs.
   int world_size() const;
   // Throws a ValueError unless the layout is possible: every size >= 1, a known mode, 2D size a
-  // square, 2.5D size q * q * depth, 3D size a cube.
+  // square, 2.5D size q * q * depth, 3D size a cube, sequence_parallel only in 1D with size > 1.
   void validate() const;
   // validate(), and the world size must equal world_size().
   void validate(int world_size) const;
 
-  // {"data": 2, "pipeline": 1, "sequence": 1, "tensor": {"size": 4, "mode": "2d", "depth": 1}};
+  // {"data": 2, "pipeline": 1, "sequence": 1,
+  //  "tensor": {"size": 4, "mode": "1d", "depth": 1, "sequence_parallel": true}};
   // absent keys keep their defaults, unknown keys and wrong types are errors naming the key.
   static ParallelConfig from_json(const nlohmann::json& j);
   nlohmann::json to_json() const;

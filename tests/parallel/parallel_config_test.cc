@@ -72,3 +72,37 @@ TEST_CASE("parallel config rejects impossible layouts") {
   CHECK_THROWS_WITH(w.validate(6), Catch::Contains("[config] expected a world size of pipeline 2 x data 2 x "
                                                    "sequence 1 x tensor 2 = 8 ranks, got 6 ranks"));
 }
+
+TEST_CASE("parallel config reads sequence_parallel strictly and only for 1d with size > 1") {
+  ParallelConfig c = ParallelConfig::from_json(
+      json::parse(R"({"tensor": {"size": 4, "mode": "1d", "sequence_parallel": true}})"));
+  CHECK(c.tensor.sequence_parallel);
+  CHECK(c.to_json()["tensor"]["sequence_parallel"] == true);
+  CHECK(ParallelConfig::from_json(c.to_json()).tensor.sequence_parallel);
+  CHECK_FALSE(ParallelConfig::from_json(json::object()).tensor.sequence_parallel);
+  CHECK_FALSE(ParallelConfig::from_json(json::object()).to_json()["tensor"]["sequence_parallel"]);
+
+  CHECK_THROWS_WITH(
+      ParallelConfig::from_json(json::parse(R"({"tensor": {"size": 2, "sequence_parallel": 1}})")),
+      Catch::Contains("expected parallel.tensor.sequence_parallel to be true or false, got 1"));
+  CHECK_THROWS_WITH(
+      ParallelConfig::from_json(
+          json::parse(R"({"tensor": {"size": 2, "sequence_paralel": true}})")),
+      Catch::Contains("expected a key of parallel.tensor (size, mode, depth, sequence_parallel), "
+                      "got unknown key 'sequence_paralel'"));
+  CHECK_THROWS_WITH(
+      ParallelConfig::from_json(
+          json::parse(R"({"tensor": {"size": 4, "mode": "2d", "sequence_parallel": true}})")),
+      Catch::Contains("expected parallel.tensor.sequence_parallel only with parallel.tensor.mode "
+                      "1d") &&
+          Catch::Contains("got mode '2d'"));
+  CHECK_THROWS_WITH(
+      ParallelConfig::from_json(json::parse(R"({"tensor": {"sequence_parallel": true}})")),
+      Catch::Contains("expected parallel.tensor.sequence_parallel with parallel.tensor.size > 1") &&
+          Catch::Contains("got size 1"));
+  ParallelConfig v;
+  v.tensor = {.size = 8, .mode = "3d", .depth = 1, .sequence_parallel = true};
+  CHECK_THROWS_AS(v.validate(), ValueError);
+  v.tensor.mode = "1d";
+  CHECK_NOTHROW(v.validate(8));
+}

@@ -1,5 +1,6 @@
-// `bench [kernels | train | comm | cuda] [options]`: Tessera's benchmarks. kernels (the default),
-// train and cuda print Tessera beside PyTorch measured in the same run; comm runs under mpirun.
+// `bench [kernels | train | comm | cuda] [options]`, `mpirun -np N bench tp`: Tessera's benchmarks.
+// kernels (the default), train and cuda print Tessera beside PyTorch measured in the same run;
+// comm and tp run under mpirun.
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -14,11 +15,14 @@ namespace {
 constexpr const char* kUsage =
     "usage: bench [kernels | train | comm | cuda] [options]   (bench <subcommand> --help for "
     "its options)\n"
+    "       mpirun -np N bench tp [options]\n"
     "  kernels   GPT-2 124M op timings, Tessera vs PyTorch eager (the default subcommand)\n"
     "  train     GPT-2 124M training step: tokens/s and peak memory, Tessera vs PyTorch\n"
     "  comm      collectives (time, algbw, busbw) and data-parallel scaling; mpirun -np N\n"
     "  cuda      one GPU: GEMM and fused-attention TFLOP/s, GPT-2 124M training tokens/s, MFU\n"
-    "            and peak memory, Tessera vs PyTorch on the same GPU\n";
+    "            and peak memory, Tessera vs PyTorch on the same GPU\n"
+    "  tp        tensor parallelism per scheme beside serial (a gpt2-124m-wide block, a GPT\n"
+    "            step): time, bytes per rank vs the documented formula, memory; mpirun -np N\n";
 
 int print_help(const char* text) {
   std::fputs(text, stdout);
@@ -57,7 +61,13 @@ int run(int argc, char** argv) {
     if (wants_help(args)) return print_help(kCudaUsage);
     return run_cuda_command(args, argv0);
   }
-  throw UsageError("expected the subcommand kernels, train, comm or cuda, got '" + sub + "'");
+  if (sub == "tp") {
+    if (wants_help(args)) return print_help(kTpUsage);
+    return run_tp_command(argc, argv, first);
+  }
+  // The subcommands before tp are named as they always were: scripts match this message.
+  throw UsageError("expected the subcommand kernels, train, comm or cuda (or tp), got '" + sub +
+                   "'");
 }
 
 }  // namespace

@@ -16,10 +16,15 @@ int run_cuda_command(const std::vector<std::string>& args, const std::string& ar
 // `bench comm` (under mpirun): collectives and data-parallel scaling. argc/argv are the whole
 // command line (MPI_Init may read it); options start at argv[first].
 int run_comm_command(int argc, char** argv, int first);
+// `bench tp` (under mpirun): tensor parallelism per scheme beside serial on a block and a GPT
+// step: time, bytes per rank against the documented formula, memory per rank. As comm, argc/argv
+// are the whole command line.
+int run_tp_command(int argc, char** argv, int first);
 
 extern const char* const kKernelsUsage;
 extern const char* const kTrainUsage;
 extern const char* const kCommUsage;
 extern const char* const kCudaUsage;
+extern const char* const kTpUsage;
 
 }  // namespace tessera::bench

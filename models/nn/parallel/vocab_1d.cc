@@ -2,7 +2,9 @@
 #include "models/nn/parallel/vocab_1d.h"
 
 #include "autograd/ops.h"
+#include "models/nn/parallel/sequence_1d.h"
 #include "models/nn/parallel/shard_init.h"
+#include "parallel/tensor/gathered_linear.h"
 #include "parallel/tensor/region_ops.h"
 
 namespace tessera::nn {
@@ -39,7 +41,8 @@ VocabShard vocab_shard_of(int64_t vocab_size, const BuildContext& ctx) {
 VocabParallelEmbedding::VocabParallelEmbedding(const EmbeddingSpec& spec, const BuildContext& ctx)
     : Embedding(spec, ParallelStyle::vocab, nullptr),
       shard_(vocab_shard_of(spec.num_embeddings, ctx)),
-      group_(ctx.tensor_group()) {
+      group_(ctx.tensor_group()),
+      sequence_parallel_(ctx.sequence_parallel()) {
   const Placement p = table_placement(shard_, spec.dim, ctx);
   adopt(normal_shard(p, 0.0, spec.init_std, ctx.generator()), p);
 }
@@ -52,13 +55,18 @@ Tensor VocabParallelEmbedding::forward(const Tensor& ids) {
                             lt(local, scalar_like(ids, double(shard_.valid()))));  // (...)
   Tensor rows = embedding(weight(), where(mine, local, zeros_like(local)));        // (..., C)
   rows = mul(rows, unsqueeze(to_dtype(mine, rows.dtype()), -1));
-  return parallel::tensor::reduce_from_region(rows, group_);
+  if (!sequence_parallel_) return parallel::tensor::reduce_from_region(rows, group_);
+  TS_CHECK(ids.dim() == 2, type_name(), "expected ids (B, T) under sequence parallelism, got ",
+           ids.describe());
+  // The sum's rows [r T/P, (r + 1) T/P) only: half the traffic of the all-reduce.
+  return parallel::tensor::reduce_scatter_to_region(rows, kSequenceDim, group_);
 }
 
 VocabParallelLMHead::VocabParallelLMHead(const LMHeadSpec& spec, const BuildContext& ctx)
     : LMHead(spec, ParallelStyle::vocab, /*tied=*/false, nullptr),
       shard_(vocab_shard_of(spec.vocab_size, ctx)),
-      group_(ctx.tensor_group()) {
+      group_(ctx.tensor_group()),
+      sequence_parallel_(ctx.sequence_parallel()) {
   const Placement p = table_placement(shard_, spec.d_model, ctx);
   Tensor w = normal_shard(p, 0.0, spec.init_std, ctx.generator());
   Placement bp;
@@ -71,7 +79,8 @@ VocabParallelLMHead::VocabParallelLMHead(const LMHeadSpec& spec,
                                          const BuildContext& ctx)
     : LMHead(spec, ParallelStyle::vocab, /*tied=*/true, nullptr),
       shard_(embedding.shard()),
-      group_(ctx.tensor_group()) {
+      group_(ctx.tensor_group()),
+      sequence_parallel_(ctx.sequence_parallel()) {
   TS_CHECK(embedding.spec().num_embeddings == spec.vocab_size &&
                embedding.spec().dim == spec.d_model,
            type_name(), "expected a tied embedding of (", spec.vocab_size, ", ", spec.d_model,
@@ -85,7 +94,14 @@ Tensor VocabParallelLMHead::local_logits(const Tensor& x) {
   TS_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == spec().d_model, type_name(),
            "expected input (..., ", spec().d_model, "), got ",
            x.defined() ? x.describe() : "undefined");
-  return linear(parallel::tensor::copy_to_region(x, group_), weight(), bias());
+  if (!sequence_parallel_)
+    return linear(parallel::tensor::copy_to_region(x, group_), weight(), bias());
+  TS_CHECK(x.dim() == 3, type_name(), "expected a sequence shard (B, T/P, ", spec().d_model,
+           ") under sequence parallelism, got ", x.describe());
+  // Over the gathered (B, T, C), keeping only the shard for backward; the input gradient is
+  // reduce-scattered, summing the ranks' vocabulary slices as copy_to_region's all-reduce would,
+  // but only for this rank's rows.
+  return parallel::tensor::gathered_linear(x, weight(), bias(), kSequenceDim, group_);
 }
 
 Tensor VocabParallelLMHead::forward(const Tensor& x) {

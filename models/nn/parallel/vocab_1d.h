@@ -6,6 +6,13 @@
 //                           embedding's shard itself); loss() is the vocab-parallel cross-entropy
 //                           on them, never gathering the logits; forward() gathers the full
 //                           (..., V) logits for generation and evaluation.
+// Under sequence parallelism (sequence_1d.h) the embedding reduce-scatters along the sequence
+// instead of all-reducing, giving this rank's shard (B, T/P, C), and the head all-gathers the
+// sequence of its input shard (backward: reduce-scatter) before its logits. The loss is computed on
+// the full sequence of each rank's vocabulary slice, as without sequence parallelism: the
+// vocab-parallel cross-entropy needs every vocabulary slice of a position, and the gather of the
+// (B, T, C) input is P times smaller than one of (B, T/P, V) logits would be. Every rank then holds
+// the same loss.
 #pragma once
 
 #include <memory>
@@ -24,13 +31,15 @@ class VocabParallelEmbedding final : public Embedding {
  public:
   VocabParallelEmbedding(const EmbeddingSpec& spec, const BuildContext& ctx);
   std::string type_name() const override { return "VocabParallelEmbedding"; }
-  // ids (...) global i32/i64 -> (..., dim), replicated over the group
+  // ids (...) global i32/i64 -> (..., dim), replicated over the group; sequence parallel: ids
+  // (B, T) -> this rank's shard (B, T/P, dim)
   Tensor forward(const Tensor& ids) override;
   const parallel::tensor::VocabShard& shard() const { return shard_; }
 
  private:
   parallel::tensor::VocabShard shard_;
   std::shared_ptr<parallel::Communicator> group_;
+  bool sequence_parallel_ = false;
 };
 
 class VocabParallelLMHead final : public LMHead {
@@ -41,15 +50,19 @@ class VocabParallelLMHead final : public LMHead {
   VocabParallelLMHead(const LMHeadSpec& spec, const VocabParallelEmbedding& embedding,
                       const BuildContext& ctx);
   std::string type_name() const override { return "VocabParallelLMHead"; }
-  // (..., d_model) -> the full (..., vocab) logits (gathered over the group).
+  // (..., d_model) -> the full (..., vocab) logits (gathered over the group). Sequence parallel:
+  // x is this rank's shard (B, T/P, d_model), the logits (B, T, vocab); loss() takes the full
+  // (B, T) targets.
   Tensor forward(const Tensor& x) override;
   Tensor loss(const Tensor& x, const Tensor& targets, const CrossEntropyOptions& opts) override;
-  // (..., d_model) -> this rank's (..., V_pad / P) logits.
+  // (..., d_model) -> this rank's (..., V_pad / P) logits (sequence parallel: of the gathered
+  // (B, T)).
   Tensor local_logits(const Tensor& x);
 
  private:
   parallel::tensor::VocabShard shard_;
   std::shared_ptr<parallel::Communicator> group_;
+  bool sequence_parallel_ = false;
 };
 
 }  // namespace tessera::nn

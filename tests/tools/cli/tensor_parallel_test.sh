@@ -3,7 +3,9 @@
 # the serial run's losses and tp 2 x dp 2 on 4 the dp 2 run's (1e-4 relative, from the metrics
 # files), with dropout on; the tensor-parallel checkpoint holds the serial model (eval on one process gives its
 # loss; it resumes serially) and a serial checkpoint resumes under tensor parallelism with the
-# serial run's next losses; impossible layouts are refused naming the numbers.
+# serial run's next losses; impossible layouts are refused naming the numbers. Sequence
+# parallelism (parallel.tensor.sequence_parallel) on tp 2 gives the serial run's losses too, and is
+# refused outside 1d, with tensor size 1, for a sequence that does not split and for BERT.
 # Usage: tensor_parallel_test.sh TESSERA
 set -u
 here=$(dirname "$0")
@@ -30,6 +32,12 @@ mpi 2 300 "$tessera" train "${common[@]}" --set parallel.tensor.size=2 \
   --set logging.metrics="$work/tp2.jsonl" --set checkpoint.dir="$work/tp2"
 expect_ok "tp 2" "tensor parallel: 1d over 2 ranks, groups [0,1]"
 compare "serial vs tp 2" "$work/serial.jsonl" "$work/tp2.jsonl"
+# LayerNorm, dropout and the residual stream on sequence shards; the closing sample's windows of
+# every length are padded to a multiple of 2.
+mpi 2 300 "$tessera" train "${common[@]}" --set parallel.tensor.size=2 \
+  --set parallel.tensor.sequence_parallel=true --set logging.metrics="$work/tp2sp.jsonl"
+expect_ok "tp 2 sequence parallel" "groups [0,1], sequence parallel"
+compare "serial vs tp 2 sequence parallel" "$work/serial.jsonl" "$work/tp2sp.jsonl"
 # Data-parallel ranks draw their own dropout masks, so tp 2 x dp 2 equals dp 2.
 mpi 2 300 "$tessera" train "${common[@]}" --set logging.metrics="$work/dp2.jsonl"
 expect_ok "dp 2" "ranks: 2 (data parallel 2)"
@@ -50,6 +58,18 @@ compare "next losses: both resumes" "$work/tp2_resumed_serially.jsonl" "$work/se
 
 mpi 2 60 "$tessera" train --config "$cfg" --set parallel.tensor.size=2 --set model.n_heads=1
 expect_error "heads not divisible" "n_heads 1 divisible by the tensor-parallel size 2" 30
+mpi 4 60 "$tessera" train --config "$cfg" --set parallel.tensor.size=4 --set parallel.tensor.mode=2d \
+  --set parallel.tensor.sequence_parallel=true
+expect_error "sequence parallel outside 1d" \
+  "expected parallel.tensor.sequence_parallel only with parallel.tensor.mode 1d" 30
+grep -qF "got mode '2d'" "$LOG" || fail "sequence parallel outside 1d: the mode is not named"
+mpi 1 60 "$tessera" train --config "$cfg" --set parallel.tensor.sequence_parallel=true
+expect_error "sequence parallel with tensor size 1" \
+  "expected parallel.tensor.sequence_parallel with parallel.tensor.size > 1" 30
+mpi 2 60 "$tessera" train --config "$cfg" --set parallel.tensor.size=2 \
+  --set parallel.tensor.sequence_parallel=true --set train.seq_len=15
+expect_error "sequence parallel, T not divisible" \
+  "expected the sequence length (train.seq_len or model.context_length) 15 divisible by parallel.tensor.size 2" 30
 # BERT (vocab-parallel word embeddings and tied MLM decoder) and ViT under tp 2 equal their serial
 # runs, dropout on.
 for model in bert vit; do
@@ -64,4 +84,8 @@ for model in bert vit; do
   expect_ok "$model tp 2" "tensor parallel: 1d over 2 ranks"
   compare "$model serial vs tp 2" "$work/$model-serial.jsonl" "$work/$model-tp2.jsonl"
 done
+mpi 2 60 "$tessera" train --config "$here/../../../tools/configs/bert-tiny.json" \
+  --set parallel.tensor.size=2 --set parallel.tensor.sequence_parallel=true
+expect_error "sequence parallel for BERT" \
+  "parallel.tensor.sequence_parallel with model.type bert: sequence parallelism is available for GPT" 30
 finish

@@ -1,0 +1,166 @@
+// The plain and the ZeRO update engines (see update_engine.h).
+#include "models/train/update_engine.h"
+
+#include <cstdio>
+#include <optional>
+
+#include "core/error.h"
+#include "models/train/train_state.h"
+#include "optim/make_optimizer.h"
+#include "optim/mixed_precision.h"
+#include "parallel/data/data_parallel.h"
+#include "parallel/zero/sharded_optimizer.h"
+
+namespace tessera::train {
+
+namespace {
+
+// DataParallel's all-reduce (with more than one data rank), f32 masters of every parameter, and
+// one optimizer over them.
+class PlainUpdate : public UpdateEngine {
+ public:
+  explicit PlainUpdate(const UpdateEngineSpec& spec)
+      : masters_(spec.model->parameters()),
+        optimizer_(optim::make_optimizer(spec.optimizer, masters_.master_groups(spec.groups))) {
+    if (spec.grad_group && spec.grad_group->size() > 1)
+      dp_ = std::make_unique<parallel::DataParallel>(spec.model->named_parameters(), spec.grad_group);
+  }
+
+  void set_grad_sync(bool sync) override {
+    if (!dp_) return;
+    if (sync) {
+      no_sync_.reset();
+    } else if (!no_sync_) {
+      no_sync_.emplace(dp_->no_sync());
+    }
+  }
+  void finish_gradients() override {
+    if (dp_) dp_->finish_gradient_sync();
+    masters_.grads_to_master();
+  }
+  const std::vector<Tensor>& step_params() const override { return masters_.masters(); }
+  optim::Optimizer& optimizer() override { return *optimizer_; }
+  double clip_grad_norm(double max_norm, const std::vector<bool>& counted,
+                        const optim::SumReducer& reduce) override {
+    const std::vector<Tensor>& params = masters_.masters();
+    if (counted.empty()) return optim::clip_grad_norm(params, max_norm, reduce);
+    std::vector<Tensor> mine;
+    for (size_t i = 0; i < params.size(); ++i)
+      if (counted[i]) mine.push_back(params[i]);
+    return optim::clip_grad_norm(params, mine, max_norm, reduce);
+  }
+  void finish_step() override {
+    masters_.master_to_model();
+    masters_.zero_grad();
+  }
+
+  io::NamedTensors model_tensors(const nn::Module& model) override {
+    return model_checkpoint_tensors(model, masters_);
+  }
+  void load_model(nn::Module& model, const io::NamedTensors& tensors, const std::string& dir) override {
+    load_model_tensors(model, &masters_, tensors, dir);
+  }
+  optim::OptimizerState state_dict() override { return optimizer_->state_dict(); }
+  void load_state_dict(const optim::OptimizerState& state) override {
+    optimizer_->load_state_dict(state);
+  }
+  parallel::tensor::Placement state_placement(const std::string& name, const Tensor& t,
+                                              const Placements& model_placements,
+                                              const nn::Module& model) const override {
+    return optimizer_state_placement(name, t, *optimizer_, masters_, model_placements, model);
+  }
+  std::string describe() const override { return ""; }
+
+ private:
+  optim::MasterWeights masters_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<parallel::DataParallel> dp_;
+  std::optional<parallel::DataParallel::NoSyncGuard> no_sync_;
+};
+
+// ZeRO stages 1 and 2: parallel::zero::ShardedOptimizer over the data group.
+class ZeroUpdate : public UpdateEngine {
+ public:
+  explicit ZeroUpdate(const UpdateEngineSpec& spec)
+      : zero_(spec.model->named_parameters(), spec.groups, spec.optimizer, spec.grad_group,
+              parallel::zero::ZeroOptions{.stage = spec.zero_stage}) {}
+
+  void set_grad_sync(bool sync) override {
+    if (sync) {
+      no_sync_.reset();
+    } else if (!no_sync_) {
+      no_sync_.emplace(zero_.no_sync());
+    }
+  }
+  void finish_gradients() override { zero_.finish_gradient_sync(); }
+  const std::vector<Tensor>& step_params() const override { return zero_.shard_params(); }
+  optim::Optimizer& optimizer() override { return zero_.optimizer(); }
+  double clip_grad_norm(double max_norm, const std::vector<bool>& counted,
+                        const optim::SumReducer& reduce) override {
+    return zero_.clip_grad_norm(max_norm, reduce, counted);
+  }
+  void finish_step() override {
+    zero_.gather_parameters();
+    zero_.zero_grad();
+  }
+
+  // f32 parameters hold their masters' values after every gather; 16-bit ones get theirs gathered.
+  io::NamedTensors model_tensors(const nn::Module& model) override {
+    optim::MasterWeights full(model.parameters());
+    std::vector<Tensor> wanted;
+    for (size_t i = 0; i < full.masters().size(); ++i)
+      wanted.push_back(full.masters()[i].is_same(full.model_params()[i]) ? Tensor() : full.masters()[i]);
+    zero_.gather_masters(wanted);
+    return model_checkpoint_tensors(model, full);
+  }
+  void load_model(nn::Module& model, const io::NamedTensors& tensors, const std::string& dir) override {
+    optim::MasterWeights full(model.parameters());
+    load_model_tensors(model, &full, tensors, dir);
+    zero_.load_masters(full.masters());
+  }
+  optim::OptimizerState state_dict() override { return zero_.state_dict(); }
+  void load_state_dict(const optim::OptimizerState& state) override { zero_.load_state_dict(state); }
+  parallel::tensor::Placement state_placement(const std::string& name, const Tensor& t,
+                                              const Placements& model_placements,
+                                              const nn::Module& model) const override {
+    const size_t dot = name.find('.', 6);
+    if (name.rfind("state.", 0) != 0 || dot == std::string::npos)
+      return parallel::tensor::replicated(t.shape());
+    const size_t param = zero_.param_of_state_index(size_t(std::stoull(name.substr(6, dot - 6))));
+    const parallel::tensor::Placement& p = model_placements.at(zero_.params()[param].first);
+    if (t.shape() == p.local_shape() || t.shape() == p.global_shape) return p;
+    return parallel::tensor::replicated(t.shape());
+  }
+  std::string describe() const override {
+    int64_t total = 0, mine = 0;
+    for (const auto& g : zero_.plan().groups) {
+      total += g.numel;
+      mine += g.shard_numel;
+    }
+    const int n = zero_.comm()->size();
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "  zero: stage %d over %d data ranks: each keeps 1/%d of the f32 masters and "
+                  "optimizer state (%lld of %lld elements)%s",
+                  zero_.stage(), n, n, static_cast<long long>(mine), static_cast<long long>(total),
+                  zero_.stage() == 2 ? " and reduces only its shard's gradients" : "");
+    return line;
+  }
+
+ private:
+  parallel::zero::ShardedOptimizer zero_;
+  std::optional<parallel::zero::ShardedOptimizer::NoSyncGuard> no_sync_;
+};
+
+}  // namespace
+
+std::unique_ptr<UpdateEngine> make_update_engine(const UpdateEngineSpec& spec) {
+  TS_CHECK(spec.model != nullptr, "train", "expected a model for the update engine");
+  if (spec.zero_stage == 0) return std::make_unique<PlainUpdate>(spec);
+  TS_CHECK(spec.grad_group != nullptr, "config", "zero.stage ", spec.zero_stage,
+           ": the ZeRO optimizer shards over the data-parallel ranks of an MPI job; run under "
+           "mpirun (mpirun -np N tessera train ...) or set zero.stage to 0");
+  return std::make_unique<ZeroUpdate>(spec);
+}
+
+}  // namespace tessera::train

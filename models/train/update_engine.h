@@ -1,0 +1,70 @@
+// What the trainer does between the last backward of a step and the next forward, and the
+// optimizer's part of a checkpoint, behind one interface with two implementations: the plain path
+// (DataParallel's all-reduce, an f32 master of every parameter, one optimizer over them) and ZeRO
+// stages 1 and 2 (parallel/zero: masters and optimizer state sharded over the data group). Both
+// save the same checkpoint format, so either resumes the other's checkpoints.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "models/io/checkpoint.h"
+#include "models/nn/module.h"
+#include "models/train/sharded_state.h"
+#include "optim/clip_grad.h"
+#include "optim/optimizer.h"
+#include "parallel/comm/communicator.h"
+
+namespace tessera::train {
+
+class UpdateEngine {
+ public:
+  virtual ~UpdateEngine() = default;
+
+  // Before each micro-batch's backward: only the last one (sync) reduces gradients over ranks.
+  virtual void set_grad_sync(bool sync) = 0;
+  // After the last backward: the reduced gradients in f32 on step_params()' .grad().
+  virtual void finish_gradients() = 0;
+  // The f32 tensors optimizer() steps: every parameter's master, or this rank's shards.
+  virtual const std::vector<Tensor>& step_params() const = 0;
+  virtual optim::Optimizer& optimizer() = 0;
+  // Global-norm clipping (collective under ZeRO). counted[i]: model parameter i's gradient counts
+  // on this rank (empty: all do); reduce sums a partial over the other groups that split the model
+  // (tensor parallelism), empty when none does.
+  virtual double clip_grad_norm(double max_norm, const std::vector<bool>& counted,
+                                const optim::SumReducer& reduce) = 0;
+  // After the step, taken or skipped: the model's parameters from the f32 values, no gradients.
+  virtual void finish_step() = 0;
+
+  // Checkpoint pieces, collective under ZeRO. The model's tensors with f32 master values
+  // (model_checkpoint_tensors); loading them into the model and the f32 values.
+  virtual io::NamedTensors model_tensors(const nn::Module& model) = 0;
+  virtual void load_model(nn::Module& model, const io::NamedTensors& tensors,
+                          const std::string& dir) = 0;
+  // The plain optimizer's state ("state.<k>.<name>", k counting the groups' parameters) with
+  // this rank's parameter shapes.
+  virtual optim::OptimizerState state_dict() = 0;
+  virtual void load_state_dict(const optim::OptimizerState& state) = 0;
+  // Under tensor parallelism: where optimizer state tensor `name` lives (its parameter's placement).
+  virtual parallel::tensor::Placement state_placement(const std::string& name, const Tensor& t,
+                                                      const Placements& model_placements,
+                                                      const nn::Module& model) const = 0;
+  // A line for the run's header ("" when there is nothing to say).
+  virtual std::string describe() const = 0;
+};
+
+struct UpdateEngineSpec {
+  nn::Module* model = nullptr;
+  std::vector<optim::ParamGroup> groups;  // over model->parameters()
+  nlohmann::json optimizer;               // make_optimizer's JSON
+  // Reduces gradients over the data-parallel ranks; null: one data rank and no ZeRO.
+  std::shared_ptr<parallel::Communicator> grad_group;
+  int zero_stage = 0;  // 0: the plain path; 1, 2: ZeRO over grad_group
+};
+
+// Collective over spec.grad_group (parameter broadcast, layout check).
+std::unique_ptr<UpdateEngine> make_update_engine(const UpdateEngineSpec& spec);
+
+}  // namespace tessera::train

@@ -1,0 +1,177 @@
+// ShardedOptimizer: ZeRO stages 1 and 2 over a data-parallel communicator. The f32 master weights
+// and the optimizer state exist only for this rank's shard of each parameter group's flat buffer
+// (zero_plan.h); a plain optimizer (optim/make_optimizer.h) steps those shards, and the updated
+// shards are all-gathered back into the model's parameters (in their own dtype: 16-bit models get
+// the round-to-nearest-even copies optim::MasterWeights would give).
+//
+//   stage 1  gradients are all-reduced during backward (parallel::DataParallel, its buckets and
+//            hooks); each rank then copies its shard's slice of them into its shard's gradient.
+//   stage 2  gradients are reduce-scattered: each rank receives only its shard's average. Buckets
+//            of the flat gradient are reduced to the ranks that own them from the grad-ready hooks
+//            during backward, as data parallelism all-reduces (see "Stage 2" below).
+//
+// One optimizer step with k accumulation micro-steps:
+//   for (i < k - 1) { auto guard = zero.no_sync(); backward(loss_i); }
+//   backward(loss_last);
+//   zero.finish_gradient_sync();  // shard_params()[g].grad(): this rank's averaged shard gradient
+//   [scaler.unscale(zero.shard_params()) with scaler.set_found_inf_reducer(zero.found_inf_reducer())]
+//   [zero.clip_grad_norm(max_norm)]
+//   zero.optimizer().step();      // or scaler.step(zero.optimizer())
+//   zero.gather_parameters();     // the model's parameters = the updated masters
+//   zero.zero_grad();
+//
+// Element-wise optimizers (sgd, adam, adamw) step a shard exactly as they step the whole
+// parameters, so the result equals the unsharded optimizer's (the gradients differ only by the
+// order in which MPI sums them). LAMB and LARS need per-parameter norms and are refused. Every
+// parameter of a group shares the group shard's step count: every parameter must require grad,
+// and one without a gradient in a step counts as a zero gradient (as under DataParallel).
+//
+// Stage 2: a parameter's gradient, when it arrives in the synced backward, is copied into the
+// bucket that holds its flat range and released; a full bucket's elements are reduced (averaged)
+// to the rank owning them, one reduce per owner (a bucket split at shard boundaries), started in
+// plan order on every rank. As in DataParallel, every grad-ready hook tests the buckets in flight
+// so MPI progresses them during backward, and finish_gradient_sync() fills what never arrived and
+// waits. Peak gradient memory is then the leaf gradients of the layers backward is in, the
+// buckets in flight and this rank's shard, instead of every gradient twice.
+//
+// Checkpoints: state_dict() returns the plain optimizer's format under the plain optimizer's
+// indices (parameter k counting through the groups, "state.<k>.<name>" with the parameter's
+// shape), gathered from the shards, so ZeRO and plain runs resume each other's state.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+#include "optim/clip_grad.h"
+#include "optim/loss_scaler.h"
+#include "optim/optimizer.h"
+#include "parallel/comm/communicator.h"
+#include "parallel/data/data_parallel.h"
+#include "parallel/zero/zero_plan.h"
+
+namespace tessera::parallel::zero {
+
+namespace detail {
+struct Stage2Reducer;
+}
+
+struct ZeroOptions {
+  int stage = 1;  // 1 or 2
+  // Bytes per gradient bucket: DataParallel's buckets (stage 1), the reduce buckets (stage 2).
+  int64_t bucket_cap_bytes = 25 * 1024 * 1024;
+  // Copy rank 0's parameters to every rank at construction.
+  bool broadcast_parameters = true;
+  ZeroPlanOptions plan = {};
+};
+
+class ShardedOptimizer {
+ public:
+  using NamedParams = std::vector<std::pair<std::string, Tensor>>;
+
+  // Collective over `comm` (the data-parallel group). params: the model's parameters (leaves of
+  // any floating dtype, requiring grad); groups: the optimizer's parameter groups over them (each
+  // parameter in exactly one), with their lr / weight_decay overrides; optimizer: make_optimizer's
+  // JSON, of type sgd, adam or adamw. Checks that every rank passes the same layout, broadcasts
+  // rank 0's parameters and keeps this rank's f32 master shards.
+  ShardedOptimizer(NamedParams params, const std::vector<optim::ParamGroup>& groups,
+                   const nlohmann::json& optimizer, std::shared_ptr<Communicator> comm,
+                   const ZeroOptions& options = {});
+  ~ShardedOptimizer();
+  ShardedOptimizer(const ShardedOptimizer&) = delete;
+  ShardedOptimizer& operator=(const ShardedOptimizer&) = delete;
+
+  // While alive, backward only accumulates gradients locally in .grad(); the next synced backward
+  // reduces the sums.
+  class NoSyncGuard {
+   public:
+    NoSyncGuard(NoSyncGuard&&) noexcept;
+    NoSyncGuard& operator=(NoSyncGuard&&) = delete;
+    ~NoSyncGuard();
+
+   private:
+    friend class ShardedOptimizer;
+    NoSyncGuard(std::optional<DataParallel::NoSyncGuard> dp,
+                std::shared_ptr<detail::Stage2Reducer> reducer, bool previous);
+    std::optional<DataParallel::NoSyncGuard> dp_;
+    std::shared_ptr<detail::Stage2Reducer> reducer_;
+    bool previous_ = false;
+  };
+  [[nodiscard]] NoSyncGuard no_sync();
+
+  // Collective: after the synced backward, each shard's .grad() holds its average over ranks
+  // (f32, padding zero) and the model's parameters hold no gradient.
+  void finish_gradient_sync();
+
+  // This rank's f32 master shard of each group ((shard_numel), the group's order); their grads
+  // are set by finish_gradient_sync().
+  const std::vector<Tensor>& shard_params() const { return shards_; }
+  // The plain optimizer over shard_params() (one parameter per group).
+  optim::Optimizer& optimizer() { return *optimizer_; }
+  const optim::Optimizer& optimizer() const { return *optimizer_; }
+
+  // Agrees a found-inf flag over the data group (logical or), for DynamicLossScaler.
+  optim::FoundInfReducer found_inf_reducer() const;
+  // This rank's part of the squared global gradient norm: the sum over its shards of the squared
+  // gradient elements of the parameters with counted[i] (all when counted is empty).
+  double local_grad_sq_sum(const std::vector<bool>& counted = {}) const;
+  // Global-norm clipping across shards (optim::clip_grad_norm's rule): the norm is the square root
+  // of the data group's sum of local_grad_sq_sum(counted), passed through `reduce_more` when given
+  // (the sum over other groups, e.g. the tensor group); a finite norm above max_norm scales every
+  // shard gradient by max_norm / (norm + 1e-6). Returns the norm. Collective.
+  double clip_grad_norm(double max_norm, const optim::SumReducer& reduce_more = {},
+                        const std::vector<bool>& counted = {});
+
+  // Collective: every model parameter = its updated f32 master, gathered from the shards.
+  void gather_parameters();
+  // Clears the shards' and the model parameters' gradients.
+  void zero_grad();
+
+  // Collective: the plain optimizer's state over the unsharded parameters (see the top).
+  optim::OptimizerState state_dict() const;
+  // Loads a plain optimizer's state (any layout's checkpoint, full parameter shapes); each rank
+  // keeps its shard. The parameters of a group must share one step count. Errors name the entry.
+  void load_state_dict(const optim::OptimizerState& state);
+  // Collective: out[i] (f32, parameter i's shape, or undefined to skip) = parameter i's master.
+  void gather_masters(const std::vector<Tensor>& out) const;
+  // Each rank takes its shard of `values` (parameter i's f32 master value, its shape).
+  void load_masters(const std::vector<Tensor>& values);
+
+  int stage() const { return options_.stage; }
+  const ZeroPlan& plan() const { return plan_; }
+  const NamedParams& params() const { return params_; }
+  const std::shared_ptr<Communicator>& comm() const { return comm_; }
+  // The plain optimizer's parameter index of parameter i (its place counting through the groups).
+  size_t state_index(size_t param) const;
+  // The parameter behind plain state index k.
+  size_t param_of_state_index(size_t k) const;
+
+ private:
+  // The group's elements [offset, offset + numel) of every parameter, packed in `dtype`.
+  Tensor pack_group(size_t g, bool grads, DType dtype) const;
+  void shard_grads_from_model();
+
+  NamedParams params_;
+  std::vector<Tensor> tensors_;  // params_[i].second
+  std::shared_ptr<Communicator> comm_;
+  ZeroOptions options_;
+  ZeroPlan plan_;
+  std::vector<std::vector<ShardPiece>> pieces_;  // per group: this rank's
+  std::vector<DType> comm_dtypes_;  // per group: the parameters' dtype if they share one, else f32
+  std::vector<size_t> group_begin_;  // per group: the plain index of its first parameter
+  std::vector<Tensor> shards_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<DataParallel> dp_;                 // stage 1
+  std::shared_ptr<detail::Stage2Reducer> reducer_;  // stage 2
+};
+
+// The ZeRO-equivalent of make_optimizer's type check: throws ValueError naming `key` (the config
+// key of the optimizer type, e.g. "optimizer.type") unless type is sgd, adam or adamw.
+void check_zero_optimizer(const std::string& type, const std::string& key, int stage);
+
+}  // namespace tessera::parallel::zero

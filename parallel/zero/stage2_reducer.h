@@ -1,0 +1,59 @@
+// Stage 2's gradient reducer (see "Stage 2" in sharded_optimizer.h): the per-step state driven by
+// the grad-ready hooks, private to ShardedOptimizer.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "parallel/comm/communicator.h"
+#include "parallel/zero/zero_plan.h"
+
+namespace tessera::parallel::zero::detail {
+
+struct Stage2Reducer {
+  Stage2Reducer(std::shared_ptr<Communicator> comm, const ZeroPlan& plan,
+                std::vector<Tensor> params, std::vector<std::string> names,
+                std::vector<DType> group_dtypes, int64_t cap_bytes);
+
+  // The hook body: parameter p's gradient arrived (ignored under no_sync).
+  void on_grad_ready(size_t p);
+  // Starts what has not started (gradients that never arrived count as their .grad() or zeros),
+  // waits for all; returns each group's shard gradient (f32, zero padding). Leaves every model
+  // parameter without a gradient.
+  std::vector<Tensor> finish();
+
+  std::shared_ptr<Communicator> comm;
+  bool no_sync = false;
+  bool step_active = false;  // a gradient arrived since the last finish()
+
+ private:
+  void reset_step();
+  const Tensor& buffer(size_t b);
+  Tensor slot_view(size_t p);
+  void fill(size_t p, const Tensor& grad);
+  void launch_ready();
+  void progress();
+  void complete(size_t b);
+
+  std::vector<Tensor> params_;
+  std::vector<std::string> names_;
+  std::vector<ReduceBucket> buckets_;
+  std::vector<DType> group_dtypes_;
+  std::vector<int64_t> shard_numel_;  // per group
+  std::vector<int64_t> offset_;       // per parameter: its flat offset in its group
+  std::vector<int64_t> bucket_of_;    // per parameter; -1 for empty ones
+  int rank_ = 0;
+
+  // One synced step.
+  std::vector<bool> ready_;
+  std::vector<int64_t> pending_;  // per bucket: parameters still to arrive
+  std::vector<Tensor> buffers_;   // per bucket, from its first gradient until it is complete
+  std::vector<std::vector<WorkPtr>> works_;  // per bucket: one reduce per part
+  std::vector<bool> done_;
+  size_t next_launch_ = 0;
+  std::vector<Tensor> shard_grads_;
+};
+
+}  // namespace tessera::parallel::zero::detail

@@ -1,0 +1,182 @@
+// ShardedOptimizer's checkpoint state in the plain optimizer's format: optimizer state and f32
+// masters gathered from the shards into per-parameter tensors, and cut back into shards on load.
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "core/factory.h"
+#include "parallel/zero/sharded_optimizer.h"
+
+namespace tessera::parallel::zero {
+
+using nlohmann::json;
+
+namespace {
+
+// "state.<k>.<name>"
+std::string state_key(size_t k, const std::string& name) {
+  return "state." + std::to_string(k) + "." + name;
+}
+
+}  // namespace
+
+optim::OptimizerState ShardedOptimizer::state_dict() const {
+  // The inner optimizer has one parameter per group: its index is the group's.
+  const optim::OptimizerState inner = optimizer_->state_dict();
+  optim::OptimizerState out;
+  out.meta["type"] = inner.meta.at("type");
+  json groups = json::array();
+  json state = json::object();
+  for (size_t g = 0; g < plan_.groups.size(); ++g) {
+    const ZeroGroupPlan& gp = plan_.groups[g];
+    json options = inner.meta.at("param_groups").at(g);
+    json indices = json::array();
+    for (size_t i = 0; i < gp.slots.size(); ++i) indices.push_back(group_begin_[g] + i);
+    options["params"] = indices;
+    groups.push_back(options);
+    const int64_t step = optimizer_->step_count(g);
+    if (step == 0) continue;
+    for (size_t i = 0; i < gp.slots.size(); ++i) state[std::to_string(group_begin_[g] + i)] = {{"step", step}};
+    // Each state tensor of the group's shard, gathered into the flat buffer and cut by parameter
+    // (in the plain optimizer's order: by parameter, then by name).
+    const std::string prefix = "state." + std::to_string(g) + ".";
+    std::vector<std::pair<std::string, Tensor>> gathered;
+    for (const auto& [name, shard] : inner.tensors) {
+      if (name.rfind(prefix, 0) != 0) continue;
+      Tensor all = empty({gp.padded_numel()}, {.dtype = DType::f32, .device = comm_->device()});
+      comm_->all_gather(shard, all)->wait();
+      gathered.emplace_back(name.substr(prefix.size()), all);
+    }
+    for (size_t i = 0; i < gp.slots.size(); ++i) {
+      const FlatSlot& s = gp.slots[i];
+      for (const auto& [what, all] : gathered)
+        out.tensors.emplace_back(state_key(group_begin_[g] + i, what),
+                                 all.narrow(0, s.offset, s.numel).view(tensors_[s.param].shape()));
+    }
+  }
+  out.meta["param_groups"] = groups;
+  out.meta["state"] = state;
+  return out;
+}
+
+void ShardedOptimizer::load_state_dict(const optim::OptimizerState& sd) {
+  const char* op = "load_state_dict";
+  const json& m = sd.meta;
+  TS_CHECK(m.is_object() && m.contains("type") && m.contains("param_groups") && m.contains("state"),
+           op, "expected meta with 'type', 'param_groups' and 'state', got ", m.dump());
+  const json& groups = m.at("param_groups");
+  const json& state = m.at("state");
+  TS_CHECK(groups.is_array() && groups.size() == plan_.groups.size(), op, "expected ",
+           plan_.groups.size(), " param_groups, got ",
+           groups.is_array() ? std::to_string(groups.size()) : groups.dump());
+  TS_CHECK(state.is_object(), op, "expected 'state' as an object, got ", state.dump());
+  std::map<std::string, const Tensor*> by_name;
+  for (const auto& [name, t] : sd.tensors) by_name[name] = &t;
+  std::set<std::string> used_tensors, used_state;
+
+  optim::OptimizerState inner;
+  inner.meta["type"] = m.at("type");
+  json inner_groups = json::array();
+  json inner_state = json::object();
+  for (size_t g = 0; g < plan_.groups.size(); ++g) {
+    const ZeroGroupPlan& gp = plan_.groups[g];
+    json j = groups[g];
+    json expected = json::array();
+    for (size_t i = 0; i < gp.slots.size(); ++i) expected.push_back(group_begin_[g] + i);
+    TS_CHECK(j.is_object() && j.contains("params") && j["params"] == expected, op,
+             "expected param_groups[", g, "] with params ", expected.dump(), " (", gp.slots.size(),
+             " parameters), got ", j.dump());
+    j["params"] = json::array({g});
+    inner_groups.push_back(j);
+
+    // One step count per group: the shard steps as one parameter.
+    int64_t step = -1;
+    for (size_t i = 0; i < gp.slots.size(); ++i) {
+      const std::string key = std::to_string(group_begin_[g] + i);
+      int64_t s = 0;
+      if (state.contains(key)) {
+        const json& e = state.at(key);
+        TS_CHECK(e.is_object() && e.contains("step") && e["step"].is_number_integer(), op,
+                 "expected state.", key, " as {\"step\": n}, got ", e.dump());
+        s = e["step"].get<int64_t>();
+        used_state.insert(key);
+      }
+      TS_CHECK(step < 0 || s == step, op, "expected one step count for the parameters of group ", g,
+               " (the ZeRO optimizer steps a group's shard as one), got ", step, " and ", s,
+               " (state.", key, ")");
+      step = s;
+    }
+    if (step <= 0) continue;
+    inner_state[std::to_string(g)] = {{"step", step}};
+    // Every state tensor the first parameter has, cut into this rank's shard of the group.
+    const std::string first = "state." + std::to_string(group_begin_[g]) + ".";
+    std::vector<std::string> names;
+    for (const auto& [name, t] : sd.tensors)
+      if (name.rfind(first, 0) == 0) names.push_back(name.substr(first.size()));
+    for (const std::string& what : names) {
+      Tensor shard = zeros({gp.shard_numel}, {.dtype = DType::f32, .device = comm_->device()});
+      for (size_t i = 0; i < gp.slots.size(); ++i) {
+        const std::string full = state_key(group_begin_[g] + i, what);
+        auto it = by_name.find(full);
+        const Tensor& p = tensors_[gp.slots[i].param];
+        TS_CHECK(it != by_name.end() && it->second->defined(), op, "expected tensor '", full,
+                 "', got none");
+        TS_CHECK(it->second->shape() == p.shape() && it->second->dtype() == DType::f32, op,
+                 "expected '", full, "' of shape ", shape_str(p.shape()), " f32, got ",
+                 it->second->describe());
+        used_tensors.insert(full);
+      }
+      for (const ShardPiece& pc : pieces_[g]) {
+        const Tensor& src = *by_name.at(state_key(state_index(pc.param), what));
+        shard.narrow(0, pc.shard_offset, pc.numel)
+            .copy_(src.reshape({src.numel()}).narrow(0, pc.param_offset, pc.numel));
+      }
+      inner.tensors.emplace_back(state_key(g, what), shard);
+    }
+  }
+  for (const auto& item : state.items())
+    TS_CHECK(used_state.count(item.key()) == 1, op, "expected state entries for parameters 0..",
+             int64_t(tensors_.size()) - 1, ", got entry '", item.key(), "'");
+  for (const auto& [name, t] : sd.tensors)
+    TS_CHECK(used_tensors.count(name) == 1, op, "expected only the state tensors of ",
+             optimizer_->type(), ", got unexpected tensor '", name, "'");
+  inner.meta["param_groups"] = inner_groups;
+  inner.meta["state"] = inner_state;
+  // The inner optimizer checks the type, the options and the state names against them.
+  optimizer_->load_state_dict(inner);
+}
+
+void ShardedOptimizer::gather_masters(const std::vector<Tensor>& out) const {
+  TS_CHECK(out.size() == tensors_.size(), "zero", "expected an output per parameter (",
+           tensors_.size(), "), got ", out.size());
+  for (size_t g = 0; g < shards_.size(); ++g) {
+    const ZeroGroupPlan& gp = plan_.groups[g];
+    bool wanted = false;
+    for (const FlatSlot& s : gp.slots) wanted |= out[s.param].defined();
+    // Every rank must agree: the outputs' definedness is the caller's, the same on every rank.
+    if (!wanted) continue;
+    Tensor all = empty({gp.padded_numel()}, {.dtype = DType::f32, .device = comm_->device()});
+    comm_->all_gather(shards_[g].detach(), all)->wait();
+    for (const FlatSlot& s : gp.slots) {
+      if (!out[s.param].defined()) continue;
+      out[s.param].reshape({s.numel}).copy_(all.narrow(0, s.offset, s.numel));
+    }
+  }
+}
+
+void ShardedOptimizer::load_masters(const std::vector<Tensor>& values) {
+  TS_CHECK(values.size() == tensors_.size(), "zero", "expected a value per parameter (",
+           tensors_.size(), "), got ", values.size());
+  for (size_t g = 0; g < shards_.size(); ++g) {
+    for (const ShardPiece& pc : pieces_[g]) {
+      const Tensor& v = values[pc.param];
+      TS_CHECK(v.defined() && v.shape() == tensors_[pc.param].shape(), "zero", "expected a value of shape ",
+               shape_str(tensors_[pc.param].shape()), " for '", params_[pc.param].first, "', got ",
+               v.defined() ? v.describe() : "none");
+      shards_[g].detach().narrow(0, pc.shard_offset, pc.numel)
+          .copy_(v.reshape({v.numel()}).narrow(0, pc.param_offset, pc.numel));
+    }
+  }
+}
+
+}  // namespace tessera::parallel::zero

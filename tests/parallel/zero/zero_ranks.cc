@@ -1,0 +1,353 @@
+// Multi-rank program run by zero_test.sh under mpirun on 2 and 4 ranks: ZeRO stages 1 and 2 train
+// a small MLP for several steps and must equal stage 0 (DataParallel + the plain optimizer over
+// f32 masters, the trainer's path) — f32 AdamW and SGD with clipping and accumulation, f16 with
+// dynamic loss scaling (found-inf on some shards only), bf16 — and hold about 1/N of stage 0's
+// optimizer state per rank; their checkpoint state is the plain optimizer's, and resumes either
+// way with the same next steps. Any failure aborts the job naming the rank.
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "autograd/engine.h"
+#include "autograd/ops.h"
+#include "core/allocator.h"
+#include "core/factory.h"
+#include "core/generator.h"
+#include "models/nn/linear.h"
+#include "models/nn/module.h"
+#include "optim/clip_grad.h"
+#include "optim/loss_scaler.h"
+#include "optim/make_optimizer.h"
+#include "optim/mixed_precision.h"
+#include "parallel/comm/mpi_runtime.h"
+#include "parallel/data/data_parallel.h"
+#include "parallel/zero/sharded_optimizer.h"
+#include "tests/parallel/rank_check.h"
+
+namespace tessera::parallel::zero {
+namespace {
+
+constexpr int64_t kIn = 32, kHidden = 64, kOut = 16, kMicro = 3;
+
+class Mlp : public nn::Module {
+ public:
+  Mlp() {
+    Generator gen(7);
+    auto spec = [](int64_t in, int64_t out) {
+      return nn::LinearSpec{.in_features = in, .out_features = out, .init = nn::LinearInit::uniform};
+    };
+    fc1_ = register_module("fc1", std::make_shared<nn::Linear>(spec(kIn, kHidden), gen));
+    fc2_ = register_module("fc2", std::make_shared<nn::Linear>(spec(kHidden, kHidden), gen));
+    fc3_ = register_module("fc3", std::make_shared<nn::Linear>(spec(kHidden, kOut), gen));
+  }
+  std::string type_name() const override { return "Mlp"; }
+  Tensor forward(const Tensor& x) { return fc3_->forward(gelu(fc2_->forward(gelu(fc1_->forward(x))))); }
+
+ private:
+  std::shared_ptr<nn::Linear> fc1_, fc2_, fc3_;
+};
+
+struct Case {
+  std::string name;
+  nlohmann::json optimizer;
+  DType dtype = DType::f32;
+  int64_t accum = 2;
+  double clip = 0.5;
+  bool scaler = false;
+  double init_scale = 65536.0;
+  double tol = 1e-6;  // on the f32 masters, relative to their largest magnitude
+};
+
+// Stage 0 (the trainer's plain path) or ZeRO stage 1 / 2, one step at a time.
+class Run {
+ public:
+  Run(int stage, const Case& c, const std::shared_ptr<Communicator>& comm)
+      : stage_(stage), case_(c), comm_(comm) {
+    if (c.dtype != DType::f32) model_.to(c.dtype);
+    std::vector<optim::ParamGroup> groups = optim::param_groups_with_decay(model_.named_parameters(), 0.1);
+    if (stage == 0) {
+      masters_ = std::make_unique<optim::MasterWeights>(model_.parameters());
+      optimizer_ = optim::make_optimizer(c.optimizer, masters_->master_groups(groups));
+      dp_ = std::make_unique<DataParallel>(model_.named_parameters(), comm,
+                                           DataParallelOptions{.bucket_cap_bytes = 4096});
+    } else {
+      // Small buckets: stage 2 reduces several during backward.
+      zero_ = std::make_unique<ShardedOptimizer>(
+          model_.named_parameters(), groups, c.optimizer, comm,
+          ZeroOptions{.stage = stage, .bucket_cap_bytes = 4096});
+    }
+    if (c.scaler) {
+      scaler_ = std::make_unique<optim::DynamicLossScaler>(
+          optim::LossScalerOptions{.init_scale = c.init_scale, .growth_interval = 2});
+      if (zero_) scaler_->set_found_inf_reducer(zero_->found_inf_reducer());
+    }
+  }
+
+  optim::Optimizer& optimizer() { return zero_ ? zero_->optimizer() : *optimizer_; }
+
+  void step(int64_t s) {
+    optimizer().set_lr(1e-2 * (1.0 + 0.1 * double(s)));
+    const int n = comm_->size(), r = comm_->rank();
+    Generator gen(1000 + uint64_t(s));
+    Tensor x = randn({kMicro * n * case_.accum, kIn}, {}, &gen);
+    Tensor y = randn({kMicro * n * case_.accum, kOut}, {}, &gen);
+    for (int64_t m = 0; m < case_.accum; ++m) {
+      std::optional<DataParallel::NoSyncGuard> dp_guard;
+      std::optional<ShardedOptimizer::NoSyncGuard> zero_guard;
+      if (m + 1 < case_.accum) {
+        if (dp_) dp_guard.emplace(dp_->no_sync());
+        if (zero_) zero_guard.emplace(zero_->no_sync());
+      }
+      const int64_t row = (m * n + r) * kMicro;
+      Tensor xm = x.narrow(0, row, kMicro).contiguous(), ym = y.narrow(0, row, kMicro).contiguous();
+      if (case_.dtype != DType::f32) {
+        xm = to_dtype(xm, case_.dtype);
+        ym = to_dtype(ym, case_.dtype);
+      }
+      Tensor loss = mul(mean(square(sub(model_.forward(xm), ym))), 1.0 / double(case_.accum));
+      if (scaler_) loss = scaler_->scale_loss(loss);
+      if (zero_ && stage_ == 2) comm_->reset_stats();
+      autograd::backward({loss});
+      if (zero_ && stage_ == 2 && m + 1 == case_.accum) reduces_in_backward_ += comm_->stats()[CommKind::reduce].calls;
+    }
+    std::vector<Tensor> params;
+    if (zero_) {
+      zero_->finish_gradient_sync();
+      params = zero_->shard_params();
+    } else {
+      dp_->finish_gradient_sync();
+      masters_->grads_to_master();
+      params = masters_->masters();
+    }
+    const bool found_inf = scaler_ ? scaler_->unscale(params) : false;
+    double norm = -1;
+    if (case_.clip > 0 && !found_inf)
+      norm = zero_ ? zero_->clip_grad_norm(case_.clip) : optim::clip_grad_norm(params, case_.clip);
+    norms.push_back(norm);
+    const int64_t before = memory_stats(kCPU).current_bytes;
+    if (scaler_) {
+      scaler_->step(optimizer());
+    } else {
+      optimizer().step();
+    }
+    if (state_bytes == 0) state_bytes = memory_stats(kCPU).current_bytes - before;
+    if (zero_) {
+      zero_->gather_parameters();
+      zero_->zero_grad();
+    } else {
+      masters_->master_to_model();
+      masters_->zero_grad();
+    }
+  }
+
+  // Every parameter's f32 master, whole.
+  std::vector<Tensor> masters() {
+    if (!zero_) {
+      std::vector<Tensor> out;
+      for (const Tensor& m : masters_->masters()) out.push_back(m.detach().clone());
+      return out;
+    }
+    std::vector<Tensor> out;
+    for (const Tensor& p : model_.parameters()) out.push_back(zeros(p.shape()));
+    zero_->gather_masters(out);
+    return out;
+  }
+  std::vector<Tensor> params() {
+    std::vector<Tensor> out;
+    for (const Tensor& p : model_.parameters()) out.push_back(p.detach().to(DType::f32));
+    return out;
+  }
+  optim::OptimizerState state() {
+    optim::OptimizerState s = zero_ ? zero_->state_dict() : optimizer_->state_dict();
+    for (auto& [name, t] : s.tensors) t = t.clone();
+    return s;
+  }
+  void load(const optim::OptimizerState& state, const std::vector<Tensor>& masters) {
+    autograd::NoGradGuard no_grad;
+    if (zero_) {
+      zero_->load_masters(masters);
+      zero_->gather_parameters();
+      zero_->load_state_dict(state);
+      return;
+    }
+    for (size_t i = 0; i < masters.size(); ++i) masters_->masters()[i].copy_(masters[i]);
+    masters_->master_to_model();
+    optimizer_->load_state_dict(state);
+  }
+
+  int64_t skipped() const { return scaler_ ? scaler_->skipped_steps() : 0; }
+  const ShardedOptimizer* zero() const { return zero_.get(); }
+
+  std::vector<double> norms;
+  int64_t state_bytes = 0;  // what the first optimizer step allocated: the optimizer state
+  int64_t reduces_in_backward_ = 0;
+
+ private:
+  int stage_;
+  Case case_;
+  std::shared_ptr<Communicator> comm_;
+  Mlp model_;
+  std::unique_ptr<optim::MasterWeights> masters_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<DataParallel> dp_;
+  std::unique_ptr<ShardedOptimizer> zero_;
+  std::unique_ptr<optim::DynamicLossScaler> scaler_;
+};
+
+struct Diff {
+  double max_diff = 0, max_ref = 0;
+};
+Diff diff(const std::vector<Tensor>& got, const std::vector<Tensor>& want) {
+  RANK_CHECK(got.size() == want.size(), got.size(), " vs ", want.size());
+  Diff d;
+  for (size_t i = 0; i < got.size(); ++i) {
+    RANK_CHECK(got[i].shape() == want[i].shape(), got[i].describe(), " vs ", want[i].describe());
+    const Tensor a = got[i].contiguous(), b = want[i].contiguous();
+    for (int64_t k = 0; k < a.numel(); ++k) {
+      d.max_diff = std::max(d.max_diff, double(std::fabs(a.data<float>()[k] - b.data<float>()[k])));
+      d.max_ref = std::max(d.max_ref, double(std::fabs(b.data<float>()[k])));
+    }
+  }
+  return d;
+}
+
+void check_close(const std::vector<Tensor>& got, const std::vector<Tensor>& want, double tol,
+                 const std::string& what) {
+  const Diff d = diff(got, want);
+  RANK_CHECK(d.max_diff <= tol * d.max_ref, what, ": max |diff| ", d.max_diff, " > ", tol,
+             " x max |ref| ", d.max_ref);
+}
+
+void check_states_close(const optim::OptimizerState& got, const optim::OptimizerState& want,
+                        const std::string& what) {
+  RANK_CHECK(got.meta == want.meta, what, ": meta ", got.meta.dump(), " vs ", want.meta.dump());
+  RANK_CHECK(got.tensors.size() == want.tensors.size(), what, ": ", got.tensors.size(), " vs ",
+             want.tensors.size(), " tensors");
+  for (size_t i = 0; i < got.tensors.size(); ++i) {
+    RANK_CHECK(got.tensors[i].first == want.tensors[i].first, what, ": '", got.tensors[i].first,
+               "' vs '", want.tensors[i].first, "'");
+    check_close({got.tensors[i].second}, {want.tensors[i].second}, 1e-6, what + " " + got.tensors[i].first);
+  }
+}
+
+void check_case(const Case& c, const std::shared_ptr<Communicator>& comm) {
+  constexpr int64_t kSteps = 6;
+  Run base(0, c, comm);
+  for (int64_t s = 0; s < kSteps; ++s) base.step(s);
+  const std::vector<Tensor> want = base.masters();
+  for (int stage : {1, 2}) {
+    const std::string what = str_cat(c.name, " stage ", stage);
+    Run run(stage, c, comm);
+    for (int64_t s = 0; s < kSteps; ++s) run.step(s);
+    const Diff d = diff(run.masters(), want);
+    check_close(run.masters(), want, c.tol, what + " masters");
+    // The model's parameters (16-bit: the rounded masters) equal stage 0's.
+    check_close(run.params(), base.params(), c.dtype == DType::f32 ? c.tol : 1e-2, what + " params");
+    RANK_CHECK(run.skipped() == base.skipped(), what, ": skipped ", run.skipped(), " vs ", base.skipped());
+    for (size_t s = 0; s < base.norms.size(); ++s)
+      RANK_CHECK(std::fabs(run.norms[s] - base.norms[s]) <= 1e-6 * std::fabs(base.norms[s]) + 1e-12,
+                 what, ": step ", s, " norm ", run.norms[s], " vs ", base.norms[s]);
+    if (c.scaler)
+      RANK_CHECK(base.skipped() > 0 && base.skipped() < kSteps, what,
+                 ": expected the init scale to overflow in some steps, got ", base.skipped(), " skipped");
+    if (stage == 2 && comm->size() > 1)
+      RANK_CHECK(run.reduces_in_backward_ > 0, what, ": expected reduces started during backward");
+    // Optimizer state per rank: about 1/N of stage 0's (the shards' padding aside).
+    const double ratio = double(run.state_bytes) / double(base.state_bytes);
+    int64_t shard_elems = 0;
+    for (const Tensor& t : run.zero()->shard_params()) shard_elems += t.numel();
+    const int64_t states = c.optimizer.at("type") == "sgd" ? 1 : 2;
+    RANK_CHECK(run.state_bytes == states * 4 * shard_elems, what, ": state bytes ", run.state_bytes,
+               " for ", shard_elems, " shard elements");
+    RANK_CHECK(ratio <= 1.05 / comm->size(), what, ": state bytes ", run.state_bytes, " vs stage 0's ",
+               base.state_bytes, " (ratio ", ratio, ")");
+    // The checkpoint state is the plain optimizer's, by name.
+    check_states_close(run.state(), base.state(), what + " state_dict");
+    if (comm->rank() == 0)
+      std::printf("  %s: max |diff| %.3g (%s), grad norm %.3g (clip %g), %lld skipped, state bytes "
+                  "per rank %lld vs %lld (%.3f)\n",
+                  what.c_str(), d.max_diff, d.max_diff == 0 ? "bit-identical" : "within tolerance",
+                  base.norms.back(), c.clip,
+                  static_cast<long long>(run.skipped()), static_cast<long long>(run.state_bytes),
+                  static_cast<long long>(base.state_bytes), ratio);
+  }
+}
+
+// A stage 0 checkpoint resumes under ZeRO and a ZeRO one under stage 0, with the same next steps.
+void check_resume(const Case& c, const std::shared_ptr<Communicator>& comm) {
+  Run base(0, c, comm);
+  for (int64_t s = 0; s < 2; ++s) base.step(s);
+  const optim::OptimizerState base_state = base.state();
+  const std::vector<Tensor> base_masters = base.masters();
+  for (int64_t s = 2; s < 4; ++s) base.step(s);
+  for (int stage : {1, 2}) {
+    const std::string what = str_cat(c.name, " resume stage ", stage);
+    Run into_zero(stage, c, comm);
+    into_zero.load(base_state, base_masters);
+    for (int64_t s = 2; s < 4; ++s) into_zero.step(s);
+    check_close(into_zero.masters(), base.masters(), c.tol, what + ": stage 0 -> zero");
+
+    Run zero(stage, c, comm);
+    for (int64_t s = 0; s < 2; ++s) zero.step(s);
+    Run into_plain(0, c, comm);
+    into_plain.load(zero.state(), zero.masters());
+    for (int64_t s = 2; s < 4; ++s) into_plain.step(s);
+    check_close(into_plain.masters(), base.masters(), c.tol, what + ": zero -> stage 0");
+  }
+}
+
+void check_errors(const std::shared_ptr<Communicator>& comm) {
+  Mlp model;
+  auto groups = optim::param_groups_with_decay(model.named_parameters(), 0.1);
+  bool threw = false;
+  try {
+    ShardedOptimizer z(model.named_parameters(), groups, {{"type", "lamb"}}, comm, {.stage = 1});
+  } catch (const ValueError& e) {
+    threw = std::string(e.what()).find("optimizer.type lamb with zero.stage 1") != std::string::npos;
+  }
+  RANK_CHECK(threw, "lamb under ZeRO must be refused naming optimizer.type");
+  threw = false;
+  try {
+    ShardedOptimizer z(model.named_parameters(), groups, {{"type", "adamw"}}, comm, {.stage = 3});
+  } catch (const ValueError& e) {
+    threw = std::string(e.what()).find("expected stage 1") != std::string::npos;
+  }
+  RANK_CHECK(threw, "stage 3 must be refused");
+  // Found-inf is agreed before any rank acts: one rank's flag reaches every rank.
+  ShardedOptimizer z(model.named_parameters(), groups, {{"type", "adamw"}}, comm, {.stage = 2});
+  const optim::FoundInfReducer agree = z.found_inf_reducer();
+  RANK_CHECK(agree(comm->rank() == comm->size() - 1), "found-inf on the last rank only must reach all");
+  RANK_CHECK(!agree(false), "no rank found inf");
+}
+
+}  // namespace
+}  // namespace tessera::parallel::zero
+
+using namespace tessera;
+using namespace tessera::parallel;
+
+int main(int argc, char** argv) {
+  return run_distributed(argc, argv, [](const std::shared_ptr<Communicator>& world) {
+    using zero::Case;
+    const nlohmann::json adamw = {{"type", "adamw"}, {"lr", 1e-2}, {"weight_decay", 0.1}};
+    const nlohmann::json sgd = {{"type", "sgd"}, {"lr", 1e-2}, {"momentum", 0.9}};
+    const std::vector<Case> cases = {
+        {.name = "f32 adamw, clip, 2 micro-steps", .optimizer = adamw},
+        {.name = "f32 sgd momentum, clip, 1 micro-step", .optimizer = sgd, .accum = 1, .clip = 0.05},
+        {.name = "f16 adamw, loss scaling, clip", .optimizer = adamw, .dtype = DType::f16,
+         .scaler = true, .init_scale = 65536.0},
+        {.name = "bf16 adamw, clip, 3 micro-steps", .optimizer = adamw, .dtype = DType::bf16, .accum = 3},
+    };
+    if (world->rank() == 0) std::printf("zero on %d ranks:\n", world->size());
+    for (const Case& c : cases) zero::check_case(c, world);
+    zero::check_resume(cases[0], world);
+    zero::check_resume(cases[3], world);
+    zero::check_errors(world);
+    world->barrier()->wait();
+    if (world->rank() == 0)
+      std::printf("zero: all checks passed on %d ranks (%lld checks on rank 0)\n", world->size(),
+                  static_cast<long long>(testing::checks_passed()));
+    return 0;
+  });
+}
