@@ -1,8 +1,6 @@
 // 1D tensor-parallel linears (see linear_1d.h).
 #include "models/nn/parallel/linear_1d.h"
 
-#include <cmath>
-
 #include "autograd/ops.h"
 #include "models/nn/parallel/sequence_1d.h"
 #include "models/nn/parallel/shard_init.h"
@@ -10,32 +8,8 @@
 #include "parallel/tensor/region_ops.h"
 
 namespace tessera::nn {
-namespace {
 
 using parallel::tensor::Placement;
-
-// The serial Linear's weight and bias draws (same order, same counters), this rank's pieces.
-void draw_linear(const LinearSpec& spec, Generator& gen, const Placement& wp, const Placement& bp,
-                 Tensor& w, Tensor& b) {
-  switch (spec.init) {
-    case LinearInit::normal:
-      w = normal_shard(wp, 0.0, spec.init_std, gen);
-      if (spec.bias) b = zeros_shard(bp);
-      return;
-    case LinearInit::uniform: {
-      const double bound = 1.0 / std::sqrt(double(spec.in_features));
-      w = uniform_shard(wp, -bound, bound, gen);
-      if (spec.bias) b = uniform_shard(bp, -bound, bound, gen);
-      return;
-    }
-    case LinearInit::zeros:
-      w = zeros_shard(wp);
-      if (spec.bias) b = zeros_shard(bp);
-      return;
-  }
-}
-
-}  // namespace
 
 ColumnParallelLinear::ColumnParallelLinear(const LinearSpec& spec, const BuildContext& ctx)
     : Linear(spec, ParallelStyle::column, nullptr),
@@ -50,7 +24,7 @@ ColumnParallelLinear::ColumnParallelLinear(const LinearSpec& spec, const BuildCo
                                                "tensor", {k, block, spec.in_features});
   const Placement bp = parallel::tensor::split({spec.out_features}, 1, p, r, "tensor", {k, block});
   Tensor w, b;
-  draw_linear(spec, ctx.generator(), wp, bp, w, b);
+  draw_linear_shards(spec, ctx.generator(), wp, bp, w, b);
   adopt(w, wp, b, bp);
 }
 
@@ -78,7 +52,7 @@ RowParallelLinear::RowParallelLinear(const LinearSpec& spec, const BuildContext&
       parallel::tensor::split({spec.out_features, spec.in_features}, 1, p, r, "tensor");
   const Placement bp = parallel::tensor::replicated({spec.out_features});
   Tensor w, b;
-  draw_linear(spec, ctx.generator(), wp, bp, w, b);
+  draw_linear_shards(spec, ctx.generator(), wp, bp, w, b);
   adopt(w, wp, b, bp);
 }
 

@@ -1,39 +1,13 @@
 // 2D tensor-parallel Linear (see linear_2d.h).
 #include "models/nn/parallel/linear_2d.h"
 
-#include <cmath>
-
 #include "autograd/ops.h"
 #include "models/nn/parallel/placement_2d.h"
 #include "models/nn/parallel/shard_init.h"
 
 namespace tessera::nn {
-namespace {
 
 using parallel::tensor::Placement;
-
-// The serial Linear's draws (weight, then bias; same counters), this rank's pieces.
-void draw_shards(const LinearSpec& spec, Generator& gen, const Placement& wp, const Placement& bp,
-                 Tensor& w, Tensor& b) {
-  switch (spec.init) {
-    case LinearInit::normal:
-      w = normal_shard(wp, 0.0, spec.init_std, gen);
-      if (spec.bias) b = zeros_shard(bp);
-      return;
-    case LinearInit::uniform: {
-      const double bound = 1.0 / std::sqrt(double(spec.in_features));
-      w = uniform_shard(wp, -bound, bound, gen);
-      if (spec.bias) b = uniform_shard(bp, -bound, bound, gen);
-      return;
-    }
-    case LinearInit::zeros:
-      w = zeros_shard(wp);
-      if (spec.bias) b = zeros_shard(bp);
-      return;
-  }
-}
-
-}  // namespace
 
 Linear2D::Linear2D(const LinearSpec& spec, const BuildContext& ctx, ParallelStyle style)
     : Linear(spec, style, nullptr), grid_(ctx.summa_grid()) {
@@ -42,7 +16,7 @@ Linear2D::Linear2D(const LinearSpec& spec, const BuildContext& ctx, ParallelStyl
   const Placement bp =
       spec.bias ? vector_placement_2d(spec.out_features, grid_, "Linear2D bias") : Placement{};
   Tensor w, b;
-  draw_shards(spec, ctx.generator(), wp, bp, w, b);
+  draw_linear_shards(spec, ctx.generator(), wp, bp, w, b);
   adopt(w, wp, b, bp);
 }
 

@@ -2,6 +2,7 @@
 #include "models/nn/parallel/shard_init.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/factory.h"
 
@@ -43,5 +44,25 @@ Tensor uniform_shard(const Placement& placement, double low, double high, Genera
 }
 
 Tensor zeros_shard(const Placement& placement) { return zeros(placement.local_shape()); }
+
+void draw_linear_shards(const LinearSpec& spec, Generator& gen, const Placement& wp,
+                        const Placement& bp, Tensor& w, Tensor& b) {
+  switch (spec.init) {
+    case LinearInit::normal:
+      w = normal_shard(wp, 0.0, spec.init_std, gen);
+      if (spec.bias) b = zeros_shard(bp);
+      return;
+    case LinearInit::uniform: {
+      const double bound = 1.0 / std::sqrt(double(spec.in_features));
+      w = uniform_shard(wp, -bound, bound, gen);
+      if (spec.bias) b = uniform_shard(bp, -bound, bound, gen);
+      return;
+    }
+    case LinearInit::zeros:
+      w = zeros_shard(wp);
+      if (spec.bias) b = zeros_shard(bp);
+      return;
+  }
+}
 
 }  // namespace tessera::nn

@@ -6,6 +6,7 @@
 
 #include "core/generator.h"
 #include "core/tensor.h"
+#include "models/nn/linear.h"
 #include "parallel/tensor/placement.h"
 
 namespace tessera::nn {
@@ -17,5 +18,12 @@ Tensor normal_shard(const parallel::tensor::Placement& placement, double mean, d
 Tensor uniform_shard(const parallel::tensor::Placement& placement, double low, double high,
                      Generator& gen);
 Tensor zeros_shard(const parallel::tensor::Placement& placement);
+
+// The serial Linear(spec)'s draws (weight, then bias; the same counters), this rank's pieces by
+// the weight's and the bias's placements.
+void draw_linear_shards(const LinearSpec& spec, Generator& gen,
+                        const parallel::tensor::Placement& weight_placement,
+                        const parallel::tensor::Placement& bias_placement, Tensor& weight,
+                        Tensor& bias);
 
 }  // namespace tessera::nn

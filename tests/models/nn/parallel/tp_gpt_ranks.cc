@@ -18,31 +18,18 @@
 #include "parallel/comm/mpi_runtime.h"
 #include "parallel/mesh/parallel_context.h"
 #include "parallel/tensor/placement_ops.h"
+#include "tests/models/nn/parallel/twin_checks.h"
 #include "tests/parallel/rank_check.h"
 
 using namespace tessera;
 using parallel::ParallelContext;
 
+using parallel::testing::check_close;
+using parallel::testing::rel_error;
+
 namespace {
 
-constexpr double kRel = 1e-5;
 
-// max |a - b| / max(max |b|, tiny): the relative error the 1e-5 bound reads.
-double rel_error(const Tensor& a, const Tensor& b) {
-  Tensor x = a.to(DType::f32).contiguous(), y = b.to(DType::f32).contiguous();
-  RANK_CHECK(x.shape() == y.shape(), "shapes ", shape_str(x.shape()), " vs ", shape_str(y.shape()));
-  double diff = 0, scale = 1e-30;
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    diff = std::fmax(diff, std::fabs(double(x.data<float>()[i]) - double(y.data<float>()[i])));
-    scale = std::fmax(scale, std::fabs(double(y.data<float>()[i])));
-  }
-  return diff / scale;
-}
-
-void check_close(const Tensor& got, const Tensor& want, const std::string& what) {
-  const double e = rel_error(got, want);
-  RANK_CHECK(e <= kRel, what, ": relative error ", e);
-}
 
 // Every parameter's gradient of `twin`, gathered by placement, against `serial`'s.
 void check_grads(const nn::Module& twin, const nn::Module& serial, const ParallelContext& ctx,
