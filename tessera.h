@@ -1,5 +1,6 @@
 // Tessera's umbrella header: the tensor engine, the differentiable op API and autograd, the nn
-// modules, the optimizers, and the distributed runtime (communicators, mesh, parallel context).
+// modules, the optimizers, and the distributed runtime (communicators, mesh, parallel context,
+// tensor-parallel placements, the ZeRO sharded optimizer).
 #pragma once
 
 #include "autograd/ops.h"
@@ -12,3 +13,5 @@
 #include "parallel/comm/mpi_communicator.h"
 #include "parallel/comm/mpi_runtime.h"
 #include "parallel/mesh/parallel_context.h"
+#include "parallel/tensor/placement_ops.h"
+#include "parallel/zero/sharded_optimizer.h"

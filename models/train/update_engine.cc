@@ -23,7 +23,8 @@ class PlainUpdate : public UpdateEngine {
       : masters_(spec.model->parameters()),
         optimizer_(optim::make_optimizer(spec.optimizer, masters_.master_groups(spec.groups))) {
     if (spec.grad_group && spec.grad_group->size() > 1)
-      dp_ = std::make_unique<parallel::DataParallel>(spec.model->named_parameters(), spec.grad_group);
+      dp_ =
+          std::make_unique<parallel::DataParallel>(spec.model->named_parameters(), spec.grad_group);
   }
 
   void set_grad_sync(bool sync) override {
@@ -57,7 +58,8 @@ class PlainUpdate : public UpdateEngine {
   io::NamedTensors model_tensors(const nn::Module& model) override {
     return model_checkpoint_tensors(model, masters_);
   }
-  void load_model(nn::Module& model, const io::NamedTensors& tensors, const std::string& dir) override {
+  void load_model(nn::Module& model, const io::NamedTensors& tensors,
+                  const std::string& dir) override {
     load_model_tensors(model, &masters_, tensors, dir);
   }
   optim::OptimizerState state_dict() override { return optimizer_->state_dict(); }
@@ -109,17 +111,21 @@ class ZeroUpdate : public UpdateEngine {
     optim::MasterWeights full(model.parameters());
     std::vector<Tensor> wanted;
     for (size_t i = 0; i < full.masters().size(); ++i)
-      wanted.push_back(full.masters()[i].is_same(full.model_params()[i]) ? Tensor() : full.masters()[i]);
+      wanted.push_back(full.masters()[i].is_same(full.model_params()[i]) ? Tensor()
+                                                                         : full.masters()[i]);
     zero_.gather_masters(wanted);
     return model_checkpoint_tensors(model, full);
   }
-  void load_model(nn::Module& model, const io::NamedTensors& tensors, const std::string& dir) override {
+  void load_model(nn::Module& model, const io::NamedTensors& tensors,
+                  const std::string& dir) override {
     optim::MasterWeights full(model.parameters());
     load_model_tensors(model, &full, tensors, dir);
     zero_.load_masters(full.masters());
   }
   optim::OptimizerState state_dict() override { return zero_.state_dict(); }
-  void load_state_dict(const optim::OptimizerState& state) override { zero_.load_state_dict(state); }
+  void load_state_dict(const optim::OptimizerState& state) override {
+    zero_.load_state_dict(state);
+  }
   parallel::tensor::Placement state_placement(const std::string& name, const Tensor& t,
                                               const Placements& model_placements,
                                               const nn::Module& model) const override {
@@ -140,9 +146,10 @@ class ZeroUpdate : public UpdateEngine {
     const int n = zero_.comm()->size();
     char line[256];
     std::snprintf(line, sizeof line,
-                  "  zero: stage %d over %d data ranks: each keeps 1/%d of the f32 masters and "
+                  "  zero: stage %d over %d data rank%s: each keeps 1/%d of the f32 masters and "
                   "optimizer state (%lld of %lld elements)%s",
-                  zero_.stage(), n, n, static_cast<long long>(mine), static_cast<long long>(total),
+                  zero_.stage(), n, n == 1 ? "" : "s", n, static_cast<long long>(mine),
+                  static_cast<long long>(total),
                   zero_.stage() == 2 ? " and reduces only its shard's gradients" : "");
     return line;
   }

@@ -47,7 +47,8 @@ class UpdateEngine {
   // this rank's parameter shapes.
   virtual optim::OptimizerState state_dict() = 0;
   virtual void load_state_dict(const optim::OptimizerState& state) = 0;
-  // Under tensor parallelism: where optimizer state tensor `name` lives (its parameter's placement).
+  // Under tensor parallelism: where optimizer state tensor `name` lives (its parameter's
+  // placement).
   virtual parallel::tensor::Placement state_placement(const std::string& name, const Tensor& t,
                                                       const Placements& model_placements,
                                                       const nn::Module& model) const = 0;

@@ -2,7 +2,6 @@
 // and the all-gather of the updated parameters (checkpoint state: zero_state_dict.cc).
 #include "parallel/zero/sharded_optimizer.h"
 
-#include <climits>
 #include <cmath>
 #include <cstring>
 #include <unordered_set>
@@ -40,8 +39,8 @@ void check_zero_optimizer(const std::string& type, const std::string& key, int s
   TS_CHECK(type == "sgd" || type == "adam" || type == "adamw", "config", key, " ", type,
            " with zero.stage ", stage, ": ", type,
            " scales each parameter's update by that parameter's norms, which a ZeRO shard does not "
-           "hold whole; the ZeRO optimizer runs sgd, adam and adamw. Set ", key,
-           " to one of them or zero.stage to 0");
+           "hold whole; the ZeRO optimizer runs sgd, adam and adamw. Set ",
+           key, " to one of them or zero.stage to 0");
 }
 
 ShardedOptimizer::NoSyncGuard::NoSyncGuard(std::optional<DataParallel::NoSyncGuard> dp,
@@ -105,8 +104,9 @@ ShardedOptimizer::ShardedOptimizer(NamedParams params, const std::vector<optim::
   }
   plan_ = plan_zero(numels, group_index, comm_->size(), options.plan);
 
-  std::string layout = str_cat("zero stage=", options.stage, " cap=", options.bucket_cap_bytes,
-                               " align=", options.plan.align, " optimizer=", optimizer.dump(), "\n");
+  std::string layout =
+      str_cat("zero stage=", options.stage, " cap=", options.bucket_cap_bytes,
+              " align=", options.plan.align, " optimizer=", optimizer.dump(), "\n");
   for (size_t i = 0; i < params_.size(); ++i)
     layout += str_cat(params_[i].first, " ", shape_str(tensors_[i].shape()), " ",
                       dtype_name(tensors_[i].dtype()), " group ", plan_.group_of[i], "\n");
@@ -132,7 +132,7 @@ ShardedOptimizer::ShardedOptimizer(NamedParams params, const std::vector<optim::
   } else if (options.broadcast_parameters && comm_->size() > 1) {
     autograd::NoGradGuard no_grad;
     for (size_t g = 0; g < plan_.groups.size(); ++g) {
-      Tensor buf = pack_group(g, false, comm_dtypes_[g]);
+      Tensor buf = pack_group(g, comm_dtypes_[g]);
       comm_->broadcast(buf, 0)->wait();
       for (const FlatSlot& s : plan_.groups[g].slots)
         flat(tensors_[s.param]).copy_(buf.narrow(0, s.offset, s.numel));
@@ -142,15 +142,15 @@ ShardedOptimizer::ShardedOptimizer(NamedParams params, const std::vector<optim::
   // This rank's f32 masters: its pieces of the (broadcast) parameters, zero padding.
   std::vector<optim::ParamGroup> shard_groups;
   for (size_t g = 0; g < plan_.groups.size(); ++g) {
-    Tensor shard = zeros({plan_.groups[g].shard_numel},
-                         {.dtype = DType::f32, .device = comm_->device()});
+    Tensor shard =
+        zeros({plan_.groups[g].shard_numel}, {.dtype = DType::f32, .device = comm_->device()});
     for (const ShardPiece& pc : pieces_[g])
       shard.narrow(0, pc.shard_offset, pc.numel)
           .copy_(flat(tensors_[pc.param]).narrow(0, pc.param_offset, pc.numel));
     shard.set_requires_grad(true);
     shards_.push_back(shard);
-    shard_groups.push_back(
-        optim::ParamGroup{.params = {shard}, .lr = groups[g].lr, .weight_decay = std::nullopt});  // BROKEN ON PURPOSE
+    shard_groups.push_back(optim::ParamGroup{
+        .params = {shard}, .lr = groups[g].lr, .weight_decay = groups[g].weight_decay});
   }
   optimizer_ = optim::make_optimizer(optimizer, shard_groups);
 
@@ -170,13 +170,11 @@ ShardedOptimizer::ShardedOptimizer(NamedParams params, const std::vector<optim::
 
 ShardedOptimizer::~ShardedOptimizer() = default;
 
-Tensor ShardedOptimizer::pack_group(size_t g, bool grads, DType dtype) const {
+Tensor ShardedOptimizer::pack_group(size_t g, DType dtype) const {
   const ZeroGroupPlan& gp = plan_.groups[g];
   Tensor buf = zeros({gp.padded_numel()}, {.dtype = dtype, .device = comm_->device()});
-  for (const FlatSlot& s : gp.slots) {
-    const Tensor src = grads ? tensors_[s.param].grad() : tensors_[s.param];
-    if (src.defined()) buf.narrow(0, s.offset, s.numel).copy_(flat(src));
-  }
+  for (const FlatSlot& s : gp.slots)
+    buf.narrow(0, s.offset, s.numel).copy_(flat(tensors_[s.param]));
   return buf;
 }
 
@@ -205,11 +203,13 @@ void ShardedOptimizer::finish_gradient_sync() {
 // the rest, so only the shard's gradient outlives the reduction.
 void ShardedOptimizer::shard_grads_from_model() {
   for (size_t g = 0; g < shards_.size(); ++g) {
-    Tensor grad = zeros({plan_.groups[g].shard_numel}, {.dtype = DType::f32, .device = comm_->device()});
+    Tensor grad =
+        zeros({plan_.groups[g].shard_numel}, {.dtype = DType::f32, .device = comm_->device()});
     for (const ShardPiece& pc : pieces_[g]) {
       const Tensor src = tensors_[pc.param].grad();
       if (src.defined())
-        grad.narrow(0, pc.shard_offset, pc.numel).copy_(flat(src).narrow(0, pc.param_offset, pc.numel));
+        grad.narrow(0, pc.shard_offset, pc.numel)
+            .copy_(flat(src).narrow(0, pc.param_offset, pc.numel));
     }
     shards_[g].set_grad(grad);
   }
@@ -238,7 +238,8 @@ double ShardedOptimizer::local_grad_sq_sum(const std::vector<bool>& counted) con
       continue;
     }
     for (const ShardPiece& pc : pieces_[g])
-      if (counted[pc.param]) total += optim::detail::sum_squares(grad.narrow(0, pc.shard_offset, pc.numel));
+      if (counted[pc.param])
+        total += optim::detail::sum_squares(grad.narrow(0, pc.shard_offset, pc.numel));
   }
   return total;
 }
@@ -267,7 +268,8 @@ void ShardedOptimizer::gather_parameters() {
     const Tensor mine = dtype == DType::f32 ? shards_[g] : shards_[g].detach().to(dtype);
     Tensor all = empty({gp.padded_numel()}, {.dtype = dtype, .device = comm_->device()});
     comm_->all_gather(mine, all)->wait();
-    for (const FlatSlot& s : gp.slots) flat(tensors_[s.param]).copy_(all.narrow(0, s.offset, s.numel));
+    for (const FlatSlot& s : gp.slots)
+      flat(tensors_[s.param]).copy_(all.narrow(0, s.offset, s.numel));
   }
 }
 
@@ -285,7 +287,8 @@ size_t ShardedOptimizer::state_index(size_t param) const {
 size_t ShardedOptimizer::param_of_state_index(size_t k) const {
   for (size_t g = 0; g < plan_.groups.size(); ++g) {
     const auto& slots = plan_.groups[g].slots;
-    if (k >= group_begin_[g] && k < group_begin_[g] + slots.size()) return slots[k - group_begin_[g]].param;
+    if (k >= group_begin_[g] && k < group_begin_[g] + slots.size())
+      return slots[k - group_begin_[g]].param;
   }
   TS_FAIL("zero", "expected a state index below ", tensors_.size(), ", got ", k);
 }

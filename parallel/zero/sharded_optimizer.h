@@ -14,8 +14,8 @@
 //   for (i < k - 1) { auto guard = zero.no_sync(); backward(loss_i); }
 //   backward(loss_last);
 //   zero.finish_gradient_sync();  // shard_params()[g].grad(): this rank's averaged shard gradient
-//   [scaler.unscale(zero.shard_params()) with scaler.set_found_inf_reducer(zero.found_inf_reducer())]
-//   [zero.clip_grad_norm(max_norm)]
+//   [scaler.unscale(zero.shard_params()) with
+//   scaler.set_found_inf_reducer(zero.found_inf_reducer())] [zero.clip_grad_norm(max_norm)]
 //   zero.optimizer().step();      // or scaler.step(zero.optimizer())
 //   zero.gather_parameters();     // the model's parameters = the updated masters
 //   zero.zero_grad();
@@ -30,9 +30,12 @@
 // bucket that holds its flat range and released; a full bucket's elements are reduced (averaged)
 // to the rank owning them, one reduce per owner (a bucket split at shard boundaries), started in
 // plan order on every rank. As in DataParallel, every grad-ready hook tests the buckets in flight
-// so MPI progresses them during backward, and finish_gradient_sync() fills what never arrived and
-// waits. Peak gradient memory is then the leaf gradients of the layers backward is in, the
-// buckets in flight and this rank's shard, instead of every gradient twice.
+// so MPI progresses them during backward (at most two buckets stay in flight: a third waits for
+// the oldest), and finish_gradient_sync() fills what never arrived and waits. Gradient memory in
+// the synced backward is then the gradients of the layer backward is in, the buckets in flight and
+// this rank's f32 shard, instead of every gradient plus DataParallel's bucket copy of them. Under
+// accumulation the micro-steps before the last still sum into the full .grad() locally (as
+// DataParallel's no_sync), and reduce once.
 //
 // Checkpoints: state_dict() returns the plain optimizer's format under the plain optimizer's
 // indices (parameter k counting through the groups, "state.<k>.<name>" with the parameter's
@@ -152,8 +155,8 @@ class ShardedOptimizer {
   size_t param_of_state_index(size_t k) const;
 
  private:
-  // The group's elements [offset, offset + numel) of every parameter, packed in `dtype`.
-  Tensor pack_group(size_t g, bool grads, DType dtype) const;
+  // Group g's parameters packed into its flat buffer (padded_numel, zero padding) in `dtype`.
+  Tensor pack_group(size_t g, DType dtype) const;
   void shard_grads_from_model();
 
   NamedParams params_;
@@ -162,11 +165,11 @@ class ShardedOptimizer {
   ZeroOptions options_;
   ZeroPlan plan_;
   std::vector<std::vector<ShardPiece>> pieces_;  // per group: this rank's
-  std::vector<DType> comm_dtypes_;  // per group: the parameters' dtype if they share one, else f32
+  std::vector<DType> comm_dtypes_;   // per group: the parameters' dtype if they share one, else f32
   std::vector<size_t> group_begin_;  // per group: the plain index of its first parameter
   std::vector<Tensor> shards_;
   std::unique_ptr<optim::Optimizer> optimizer_;
-  std::unique_ptr<DataParallel> dp_;                 // stage 1
+  std::unique_ptr<DataParallel> dp_;                // stage 1
   std::shared_ptr<detail::Stage2Reducer> reducer_;  // stage 2
 };
 

@@ -6,6 +6,10 @@
 
 namespace tessera::parallel::zero::detail {
 
+namespace {
+constexpr size_t kMaxInFlight = 2;  // buckets reducing while backward goes on
+}  // namespace
+
 Stage2Reducer::Stage2Reducer(std::shared_ptr<Communicator> c, const ZeroPlan& plan,
                              std::vector<Tensor> params, std::vector<std::string> names,
                              std::vector<DType> group_dtypes, int64_t cap_bytes)
@@ -74,10 +78,19 @@ void Stage2Reducer::launch_ready() {
     const ReduceBucket& k = buckets_[next_launch_];
     const Tensor& buf = buffer(next_launch_);
     for (const ReducePart& part : k.parts) {
-      works_[next_launch_].push_back(comm->reduce(buf.narrow(0, part.begin - k.begin, part.end - part.begin),
-                                                  part.owner, ReduceOp::avg));
+      works_[next_launch_].push_back(comm->reduce(
+          buf.narrow(0, part.begin - k.begin, part.end - part.begin), part.owner, ReduceOp::avg));
     }
     ++next_launch_;
+  }
+  // Bound the memory of buckets in flight: wait for the oldest beyond kMaxInFlight (the ranks
+  // start buckets in the same order, so the oldest has started everywhere).
+  size_t in_flight = 0;
+  for (size_t b = 0; b < next_launch_; ++b) in_flight += done_[b] ? 0 : 1;
+  for (size_t b = 0; b < next_launch_ && in_flight > kMaxInFlight; ++b) {
+    if (done_[b]) continue;
+    complete(b);
+    --in_flight;
   }
 }
 
@@ -97,7 +110,8 @@ void Stage2Reducer::complete(size_t b) {
   const ReduceBucket& k = buckets_[b];
   if (shard_grads_.empty()) {
     for (size_t g = 0; g < shard_numel_.size(); ++g)
-      shard_grads_.push_back(zeros({shard_numel_[g]}, {.dtype = DType::f32, .device = buffers_[b].device()}));
+      shard_grads_.push_back(
+          zeros({shard_numel_[g]}, {.dtype = DType::f32, .device = buffers_[b].device()}));
   }
   for (const ReducePart& part : k.parts) {
     if (part.owner != rank_) continue;
@@ -136,7 +150,8 @@ std::vector<Tensor> Stage2Reducer::finish() {
     if (!done_[b]) complete(b);
   if (shard_grads_.empty()) {  // no bucket at all: every parameter is empty
     for (size_t g = 0; g < shard_numel_.size(); ++g)
-      shard_grads_.push_back(zeros({shard_numel_[g]}, {.dtype = DType::f32, .device = comm->device()}));
+      shard_grads_.push_back(
+          zeros({shard_numel_[g]}, {.dtype = DType::f32, .device = comm->device()}));
   }
   for (const Tensor& p : params_) p.set_grad(Tensor());
   std::vector<Tensor> out = std::move(shard_grads_);

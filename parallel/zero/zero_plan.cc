@@ -18,8 +18,9 @@ std::vector<ShardPiece> ZeroGroupPlan::pieces(int rank) const {
   return out;
 }
 
-ZeroPlan plan_zero(const std::vector<int64_t>& numels, const std::vector<std::vector<size_t>>& groups,
-                   int ranks, const ZeroPlanOptions& options) {
+ZeroPlan plan_zero(const std::vector<int64_t>& numels,
+                   const std::vector<std::vector<size_t>>& groups, int ranks,
+                   const ZeroPlanOptions& options) {
   const char* op = "zero";
   TS_CHECK(ranks >= 1, op, "expected at least one rank, got ", ranks);
   TS_CHECK(options.align >= 1, op, "expected a shard alignment of at least one element, got ",
@@ -32,8 +33,8 @@ ZeroPlan plan_zero(const std::vector<int64_t>& numels, const std::vector<std::ve
     ZeroGroupPlan gp;
     gp.ranks = ranks;
     for (size_t p : groups[g]) {
-      TS_CHECK(p < numels.size(), op, "expected parameter indices below ", numels.size(),
-               ", got ", p, " in group ", g);
+      TS_CHECK(p < numels.size(), op, "expected parameter indices below ", numels.size(), ", got ",
+               p, " in group ", g);
       TS_CHECK(plan.group_of[p] == SIZE_MAX, op, "expected each parameter in one group, got ",
                "parameter ", p, " in groups ", plan.group_of[p], " and ", g);
       TS_CHECK(numels[p] >= 0, op, "expected sizes >= 0, got ", numels[p], " for parameter ", p);
@@ -43,12 +44,13 @@ ZeroPlan plan_zero(const std::vector<int64_t>& numels, const std::vector<std::ve
       gp.numel += numels[p];
     }
     const int64_t per_rank = (gp.numel + ranks - 1) / ranks;
-    gp.shard_numel = std::max<int64_t>(1, (per_rank + options.align - 1) / options.align) * options.align;
+    gp.shard_numel =
+        std::max<int64_t>(1, (per_rank + options.align - 1) / options.align) * options.align;
     plan.groups.push_back(std::move(gp));
   }
   for (size_t p = 0; p < numels.size(); ++p)
-    TS_CHECK(plan.group_of[p] != SIZE_MAX, op, "expected every parameter in a group, got parameter ",
-             p, " in none");
+    TS_CHECK(plan.group_of[p] != SIZE_MAX, op,
+             "expected every parameter in a group, got parameter ", p, " in none");
   return plan;
 }
 
@@ -85,9 +87,10 @@ std::vector<ReduceBucket> plan_reduce_buckets(const ZeroPlan& plan,
     }
   }
   // Latest-starting first; ties (none: buckets are disjoint within a group) by group.
-  std::stable_sort(buckets.begin(), buckets.end(), [&](const ReduceBucket& a, const ReduceBucket& b) {
-    return a.params.back() > b.params.back();
-  });
+  std::stable_sort(buckets.begin(), buckets.end(),
+                   [&](const ReduceBucket& a, const ReduceBucket& b) {
+                     return a.params.back() > b.params.back();
+                   });
   return buckets;
 }
 

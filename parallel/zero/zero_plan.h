@@ -19,7 +19,8 @@ struct FlatSlot {
 };
 
 // The part of a parameter inside one rank's shard: its elements [param_offset, param_offset +
-// numel) (of the parameter flattened) are the shard's elements [shard_offset, shard_offset + numel).
+// numel) (of the parameter flattened) are the shard's elements [shard_offset, shard_offset +
+// numel).
 struct ShardPiece {
   size_t param = 0;
   int64_t param_offset = 0;
@@ -49,7 +50,8 @@ struct ZeroPlan {
 
 struct ZeroPlanOptions {
   // Each shard's size is rounded up to a multiple of this many elements (16 f32 = one 64-byte
-  // cache line, so every rank's slice of a flat buffer starts aligned). The one sizing rule for now.
+  // cache line, so every rank's slice of a flat buffer starts aligned). The one sizing rule for
+  // now.
   int64_t align = 16;
 };
 
@@ -69,8 +71,9 @@ struct ReduceBucket {
 // groups[g]: indices into numels of group g's parameters, in order; every parameter must be in
 // exactly one group. A group with no elements still gets a shard of `align` elements (all
 // padding), so every group has a shard on every rank. Throws on a bad partition or sizes.
-ZeroPlan plan_zero(const std::vector<int64_t>& numels, const std::vector<std::vector<size_t>>& groups,
-                   int ranks, const ZeroPlanOptions& options = {});
+ZeroPlan plan_zero(const std::vector<int64_t>& numels,
+                   const std::vector<std::vector<size_t>>& groups, int ranks,
+                   const ZeroPlanOptions& options = {});
 
 // Stage 2's buckets: each group's parameters taken last first (the order backward produces their
 // gradients), whole, while the bucket stays within cap_bytes of itemsizes[group]-byte elements (a

@@ -36,7 +36,8 @@ optim::OptimizerState ShardedOptimizer::state_dict() const {
     groups.push_back(options);
     const int64_t step = optimizer_->step_count(g);
     if (step == 0) continue;
-    for (size_t i = 0; i < gp.slots.size(); ++i) state[std::to_string(group_begin_[g] + i)] = {{"step", step}};
+    for (size_t i = 0; i < gp.slots.size(); ++i)
+      state[std::to_string(group_begin_[g] + i)] = {{"step", step}};
     // Each state tensor of the group's shard, gathered into the flat buffer and cut by parameter
     // (in the plain optimizer's order: by parameter, then by name).
     const std::string prefix = "state." + std::to_string(g) + ".";
@@ -170,10 +171,12 @@ void ShardedOptimizer::load_masters(const std::vector<Tensor>& values) {
   for (size_t g = 0; g < shards_.size(); ++g) {
     for (const ShardPiece& pc : pieces_[g]) {
       const Tensor& v = values[pc.param];
-      TS_CHECK(v.defined() && v.shape() == tensors_[pc.param].shape(), "zero", "expected a value of shape ",
-               shape_str(tensors_[pc.param].shape()), " for '", params_[pc.param].first, "', got ",
-               v.defined() ? v.describe() : "none");
-      shards_[g].detach().narrow(0, pc.shard_offset, pc.numel)
+      TS_CHECK(v.defined() && v.shape() == tensors_[pc.param].shape(), "zero",
+               "expected a value of shape ", shape_str(tensors_[pc.param].shape()), " for '",
+               params_[pc.param].first, "', got ", v.defined() ? v.describe() : "none");
+      shards_[g]
+          .detach()
+          .narrow(0, pc.shard_offset, pc.numel)
           .copy_(v.reshape({v.numel()}).narrow(0, pc.param_offset, pc.numel));
     }
   }

@@ -58,12 +58,16 @@ TEST_CASE("plan_zero splits parameters at shard boundaries") {
   // rank 0: [0, 6) of param 0; rank 1: [6, 10) of 0 then [0, 2) of 1; rank 2: [2, 7) of 1.
   auto r0 = g.pieces(0), r1 = g.pieces(1), r2 = g.pieces(2);
   REQUIRE(r0.size() == 1);
-  CHECK((r0[0].param == 0 && r0[0].param_offset == 0 && r0[0].shard_offset == 0 && r0[0].numel == 6));
+  CHECK(
+      (r0[0].param == 0 && r0[0].param_offset == 0 && r0[0].shard_offset == 0 && r0[0].numel == 6));
   REQUIRE(r1.size() == 2);
-  CHECK((r1[0].param == 0 && r1[0].param_offset == 6 && r1[0].shard_offset == 0 && r1[0].numel == 4));
-  CHECK((r1[1].param == 1 && r1[1].param_offset == 0 && r1[1].shard_offset == 4 && r1[1].numel == 2));
+  CHECK(
+      (r1[0].param == 0 && r1[0].param_offset == 6 && r1[0].shard_offset == 0 && r1[0].numel == 4));
+  CHECK(
+      (r1[1].param == 1 && r1[1].param_offset == 0 && r1[1].shard_offset == 4 && r1[1].numel == 2));
   REQUIRE(r2.size() == 1);
-  CHECK((r2[0].param == 1 && r2[0].param_offset == 2 && r2[0].shard_offset == 0 && r2[0].numel == 5));
+  CHECK(
+      (r2[0].param == 1 && r2[0].param_offset == 2 && r2[0].shard_offset == 0 && r2[0].numel == 5));
   CHECK_THROWS_WITH(g.pieces(3), Catch::Contains("expected a rank in [0, 3)"));
 }
 
@@ -114,8 +118,10 @@ TEST_CASE("plan_reduce_buckets takes parameters last first, whole, cut by owner"
   CHECK((buckets[2].begin == 0 && buckets[2].end == 16));
   // The 40-element parameter straddles the shard boundary at 32.
   REQUIRE(buckets[1].parts.size() == 2);
-  CHECK((buckets[1].parts[0].owner == 0 && buckets[1].parts[0].begin == 16 && buckets[1].parts[0].end == 32));
-  CHECK((buckets[1].parts[1].owner == 1 && buckets[1].parts[1].begin == 32 && buckets[1].parts[1].end == 56));
+  CHECK((buckets[1].parts[0].owner == 0 && buckets[1].parts[0].begin == 16 &&
+         buckets[1].parts[0].end == 32));
+  CHECK((buckets[1].parts[1].owner == 1 && buckets[1].parts[1].begin == 32 &&
+         buckets[1].parts[1].end == 56));
   REQUIRE(buckets[0].parts.size() == 1);
   CHECK(buckets[0].parts[0].owner == 1);
 }

@@ -1,9 +1,12 @@
 // Multi-rank program run by zero_test.sh under mpirun on 2 and 4 ranks: ZeRO stages 1 and 2 train
 // a small MLP for several steps and must equal stage 0 (DataParallel + the plain optimizer over
 // f32 masters, the trainer's path) — f32 AdamW and SGD with clipping and accumulation, f16 with
-// dynamic loss scaling (found-inf on some shards only), bf16 — and hold about 1/N of stage 0's
-// optimizer state per rank; their checkpoint state is the plain optimizer's, and resumes either
-// way with the same next steps. Any failure aborts the job naming the rank.
+// dynamic loss scaling (an init scale that overflows: skipped steps agreed across shards), bf16 —
+// and hold 1/N of stage 0's optimizer state and reduced gradients per rank (stage 2 also peaks
+// below stage 1 on a deep model, its reduces starting during backward); their checkpoint state is
+// the plain optimizer's, and resumes either way with the same next steps. Any failure aborts the
+// job naming the rank.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -30,22 +33,32 @@ namespace {
 
 constexpr int64_t kIn = 32, kHidden = 64, kOut = 16, kMicro = 3;
 
+// kIn -> kHidden, `hidden` layers kHidden -> kHidden, -> kOut, GELU between.
 class Mlp : public nn::Module {
  public:
-  Mlp() {
+  explicit Mlp(int64_t hidden = 1) {
     Generator gen(7);
     auto spec = [](int64_t in, int64_t out) {
-      return nn::LinearSpec{.in_features = in, .out_features = out, .init = nn::LinearInit::uniform};
+      return nn::LinearSpec{
+          .in_features = in, .out_features = out, .init = nn::LinearInit::uniform};
     };
-    fc1_ = register_module("fc1", std::make_shared<nn::Linear>(spec(kIn, kHidden), gen));
-    fc2_ = register_module("fc2", std::make_shared<nn::Linear>(spec(kHidden, kHidden), gen));
-    fc3_ = register_module("fc3", std::make_shared<nn::Linear>(spec(kHidden, kOut), gen));
+    layers_.push_back(
+        register_module("fc1", std::make_shared<nn::Linear>(spec(kIn, kHidden), gen)));
+    for (int64_t i = 0; i < hidden; ++i)
+      layers_.push_back(register_module(str_cat("fc", i + 2),
+                                        std::make_shared<nn::Linear>(spec(kHidden, kHidden), gen)));
+    layers_.push_back(register_module(str_cat("fc", hidden + 2),
+                                      std::make_shared<nn::Linear>(spec(kHidden, kOut), gen)));
   }
   std::string type_name() const override { return "Mlp"; }
-  Tensor forward(const Tensor& x) { return fc3_->forward(gelu(fc2_->forward(gelu(fc1_->forward(x))))); }
+  Tensor forward(Tensor x) {
+    for (size_t i = 0; i < layers_.size(); ++i)
+      x = i == 0 ? layers_[i]->forward(x) : layers_[i]->forward(gelu(x));
+    return x;
+  }
 
  private:
-  std::shared_ptr<nn::Linear> fc1_, fc2_, fc3_;
+  std::vector<std::shared_ptr<nn::Linear>> layers_;
 };
 
 struct Case {
@@ -53,19 +66,22 @@ struct Case {
   nlohmann::json optimizer;
   DType dtype = DType::f32;
   int64_t accum = 2;
-  double clip = 0.5;
+  double clip = 0.2;  // below the first steps' norms: clipping acts
   bool scaler = false;
   double init_scale = 65536.0;
-  double tol = 1e-6;  // on the f32 masters, relative to their largest magnitude
+  double tol = 1e-6;        // on the f32 masters, relative to their largest magnitude
+  int64_t hidden = 1;       // the Mlp's hidden layers
+  bool check_peak = false;  // stage 2's step peak must be below stage 1's
 };
 
 // Stage 0 (the trainer's plain path) or ZeRO stage 1 / 2, one step at a time.
 class Run {
  public:
   Run(int stage, const Case& c, const std::shared_ptr<Communicator>& comm)
-      : stage_(stage), case_(c), comm_(comm) {
+      : stage_(stage), case_(c), comm_(comm), model_(c.hidden) {
     if (c.dtype != DType::f32) model_.to(c.dtype);
-    std::vector<optim::ParamGroup> groups = optim::param_groups_with_decay(model_.named_parameters(), 0.1);
+    std::vector<optim::ParamGroup> groups =
+        optim::param_groups_with_decay(model_.named_parameters(), 0.1);
     if (stage == 0) {
       masters_ = std::make_unique<optim::MasterWeights>(model_.parameters());
       optimizer_ = optim::make_optimizer(c.optimizer, masters_->master_groups(groups));
@@ -73,9 +89,9 @@ class Run {
                                            DataParallelOptions{.bucket_cap_bytes = 4096});
     } else {
       // Small buckets: stage 2 reduces several during backward.
-      zero_ = std::make_unique<ShardedOptimizer>(
-          model_.named_parameters(), groups, c.optimizer, comm,
-          ZeroOptions{.stage = stage, .bucket_cap_bytes = 4096});
+      zero_ =
+          std::make_unique<ShardedOptimizer>(model_.named_parameters(), groups, c.optimizer, comm,
+                                             ZeroOptions{.stage = stage, .bucket_cap_bytes = 4096});
     }
     if (c.scaler) {
       scaler_ = std::make_unique<optim::DynamicLossScaler>(
@@ -92,6 +108,8 @@ class Run {
     Generator gen(1000 + uint64_t(s));
     Tensor x = randn({kMicro * n * case_.accum, kIn}, {}, &gen);
     Tensor y = randn({kMicro * n * case_.accum, kOut}, {}, &gen);
+    const int64_t start_bytes = memory_stats(kCPU).current_bytes;  // no gradient exists here
+    reset_peak_memory(kCPU);
     for (int64_t m = 0; m < case_.accum; ++m) {
       std::optional<DataParallel::NoSyncGuard> dp_guard;
       std::optional<ShardedOptimizer::NoSyncGuard> zero_guard;
@@ -109,7 +127,8 @@ class Run {
       if (scaler_) loss = scaler_->scale_loss(loss);
       if (zero_ && stage_ == 2) comm_->reset_stats();
       autograd::backward({loss});
-      if (zero_ && stage_ == 2 && m + 1 == case_.accum) reduces_in_backward_ += comm_->stats()[CommKind::reduce].calls;
+      if (zero_ && stage_ == 2 && m + 1 == case_.accum)
+        reduces_in_backward_ += comm_->stats()[CommKind::reduce].calls;
     }
     std::vector<Tensor> params;
     if (zero_) {
@@ -119,6 +138,10 @@ class Run {
       dp_->finish_gradient_sync();
       masters_->grads_to_master();
       params = masters_->masters();
+    }
+    if (s == 0) {
+      grad_bytes = memory_stats(kCPU).current_bytes - start_bytes;
+      peak_grad_bytes = memory_stats(kCPU).peak_bytes - start_bytes;
     }
     const bool found_inf = scaler_ ? scaler_->unscale(params) : false;
     double norm = -1;
@@ -181,6 +204,8 @@ class Run {
 
   std::vector<double> norms;
   int64_t state_bytes = 0;  // what the first optimizer step allocated: the optimizer state
+  int64_t grad_bytes = 0;   // held after the first step's reduction: the gradients the step reads
+  int64_t peak_grad_bytes = 0;  // the first step's peak above its start (backward and reduction)
   int64_t reduces_in_backward_ = 0;
 
  private:
@@ -227,7 +252,8 @@ void check_states_close(const optim::OptimizerState& got, const optim::Optimizer
   for (size_t i = 0; i < got.tensors.size(); ++i) {
     RANK_CHECK(got.tensors[i].first == want.tensors[i].first, what, ": '", got.tensors[i].first,
                "' vs '", want.tensors[i].first, "'");
-    check_close({got.tensors[i].second}, {want.tensors[i].second}, 1e-6, what + " " + got.tensors[i].first);
+    check_close({got.tensors[i].second}, {want.tensors[i].second}, 1e-6,
+                what + " " + got.tensors[i].first);
   }
 }
 
@@ -236,6 +262,7 @@ void check_case(const Case& c, const std::shared_ptr<Communicator>& comm) {
   Run base(0, c, comm);
   for (int64_t s = 0; s < kSteps; ++s) base.step(s);
   const std::vector<Tensor> want = base.masters();
+  int64_t stage1_peak = 0;
   for (int stage : {1, 2}) {
     const std::string what = str_cat(c.name, " stage ", stage);
     Run run(stage, c, comm);
@@ -243,14 +270,17 @@ void check_case(const Case& c, const std::shared_ptr<Communicator>& comm) {
     const Diff d = diff(run.masters(), want);
     check_close(run.masters(), want, c.tol, what + " masters");
     // The model's parameters (16-bit: the rounded masters) equal stage 0's.
-    check_close(run.params(), base.params(), c.dtype == DType::f32 ? c.tol : 1e-2, what + " params");
-    RANK_CHECK(run.skipped() == base.skipped(), what, ": skipped ", run.skipped(), " vs ", base.skipped());
+    check_close(run.params(), base.params(), c.dtype == DType::f32 ? c.tol : 1e-2,
+                what + " params");
+    RANK_CHECK(run.skipped() == base.skipped(), what, ": skipped ", run.skipped(), " vs ",
+               base.skipped());
     for (size_t s = 0; s < base.norms.size(); ++s)
       RANK_CHECK(std::fabs(run.norms[s] - base.norms[s]) <= 1e-6 * std::fabs(base.norms[s]) + 1e-12,
                  what, ": step ", s, " norm ", run.norms[s], " vs ", base.norms[s]);
     if (c.scaler)
       RANK_CHECK(base.skipped() > 0 && base.skipped() < kSteps, what,
-                 ": expected the init scale to overflow in some steps, got ", base.skipped(), " skipped");
+                 ": expected the init scale to overflow in some steps, got ", base.skipped(),
+                 " skipped");
     if (stage == 2 && comm->size() > 1)
       RANK_CHECK(run.reduces_in_backward_ > 0, what, ": expected reduces started during backward");
     // Optimizer state per rank: about 1/N of stage 0's (the shards' padding aside).
@@ -260,17 +290,33 @@ void check_case(const Case& c, const std::shared_ptr<Communicator>& comm) {
     const int64_t states = c.optimizer.at("type") == "sgd" ? 1 : 2;
     RANK_CHECK(run.state_bytes == states * 4 * shard_elems, what, ": state bytes ", run.state_bytes,
                " for ", shard_elems, " shard elements");
-    RANK_CHECK(ratio <= 1.05 / comm->size(), what, ": state bytes ", run.state_bytes, " vs stage 0's ",
-               base.state_bytes, " (ratio ", ratio, ")");
+    RANK_CHECK(ratio <= 1.05 / comm->size(), what, ": state bytes ", run.state_bytes,
+               " vs stage 0's ", base.state_bytes, " (ratio ", ratio, ")");
+    // After the reduction only the shard's f32 gradient is left (stage 0 keeps every gradient).
+    RANK_CHECK(run.grad_bytes == 4 * shard_elems, what, ": ", run.grad_bytes,
+               " bytes of gradients held after the reduction, expected the shards' ",
+               4 * shard_elems);
+    RANK_CHECK(run.grad_bytes * comm->size() <= base.grad_bytes * 105 / 100, what,
+               ": gradient bytes ", run.grad_bytes, " vs stage 0's ", base.grad_bytes);
+    // Stage 2 releases each gradient into a bucket as it arrives and keeps only buckets in flight
+    // and its shard: on a deep model its step peaks below stage 1's (which holds every gradient).
+    if (stage == 1) stage1_peak = run.peak_grad_bytes;
+    if (stage == 2 && c.check_peak)
+      RANK_CHECK(run.peak_grad_bytes < stage1_peak, what, ": step peak ", run.peak_grad_bytes,
+                 " bytes, stage 1's ", stage1_peak);
     // The checkpoint state is the plain optimizer's, by name.
     check_states_close(run.state(), base.state(), what + " state_dict");
     if (comm->rank() == 0)
-      std::printf("  %s: max |diff| %.3g (%s), grad norm %.3g (clip %g), %lld skipped, state bytes "
-                  "per rank %lld vs %lld (%.3f)\n",
-                  what.c_str(), d.max_diff, d.max_diff == 0 ? "bit-identical" : "within tolerance",
-                  base.norms.back(), c.clip,
-                  static_cast<long long>(run.skipped()), static_cast<long long>(run.state_bytes),
-                  static_cast<long long>(base.state_bytes), ratio);
+      std::printf(
+          "  %s: max |diff| %.3g (%s), max grad norm %.3g (clip %g), %lld skipped, state bytes "
+          "per rank %lld vs %lld (%.3f), gradient bytes held %lld vs %lld, step peak %lld vs "
+          "%lld\n",
+          what.c_str(), d.max_diff, d.max_diff == 0 ? "bit-identical" : "within tolerance",
+          *std::max_element(base.norms.begin(), base.norms.end()), c.clip,
+          static_cast<long long>(run.skipped()), static_cast<long long>(run.state_bytes),
+          static_cast<long long>(base.state_bytes), ratio, static_cast<long long>(run.grad_bytes),
+          static_cast<long long>(base.grad_bytes), static_cast<long long>(run.peak_grad_bytes),
+          static_cast<long long>(base.peak_grad_bytes));
   }
 }
 
@@ -304,7 +350,8 @@ void check_errors(const std::shared_ptr<Communicator>& comm) {
   try {
     ShardedOptimizer z(model.named_parameters(), groups, {{"type", "lamb"}}, comm, {.stage = 1});
   } catch (const ValueError& e) {
-    threw = std::string(e.what()).find("optimizer.type lamb with zero.stage 1") != std::string::npos;
+    threw =
+        std::string(e.what()).find("optimizer.type lamb with zero.stage 1") != std::string::npos;
   }
   RANK_CHECK(threw, "lamb under ZeRO must be refused naming optimizer.type");
   threw = false;
@@ -317,7 +364,8 @@ void check_errors(const std::shared_ptr<Communicator>& comm) {
   // Found-inf is agreed before any rank acts: one rank's flag reaches every rank.
   ShardedOptimizer z(model.named_parameters(), groups, {{"type", "adamw"}}, comm, {.stage = 2});
   const optim::FoundInfReducer agree = z.found_inf_reducer();
-  RANK_CHECK(agree(comm->rank() == comm->size() - 1), "found-inf on the last rank only must reach all");
+  RANK_CHECK(agree(comm->rank() == comm->size() - 1),
+             "found-inf on the last rank only must reach all");
   RANK_CHECK(!agree(false), "no rank found inf");
 }
 
@@ -334,10 +382,24 @@ int main(int argc, char** argv) {
     const nlohmann::json sgd = {{"type", "sgd"}, {"lr", 1e-2}, {"momentum", 0.9}};
     const std::vector<Case> cases = {
         {.name = "f32 adamw, clip, 2 micro-steps", .optimizer = adamw},
-        {.name = "f32 sgd momentum, clip, 1 micro-step", .optimizer = sgd, .accum = 1, .clip = 0.05},
-        {.name = "f16 adamw, loss scaling, clip", .optimizer = adamw, .dtype = DType::f16,
-         .scaler = true, .init_scale = 65536.0},
-        {.name = "bf16 adamw, clip, 3 micro-steps", .optimizer = adamw, .dtype = DType::bf16, .accum = 3},
+        {.name = "f32 sgd momentum, clip, 1 micro-step",
+         .optimizer = sgd,
+         .accum = 1,
+         .clip = 0.05},
+        {.name = "f16 adamw, loss scaling, clip",
+         .optimizer = adamw,
+         .dtype = DType::f16,
+         .scaler = true,
+         .init_scale = 65536.0},
+        {.name = "bf16 adamw, clip, 3 micro-steps",
+         .optimizer = adamw,
+         .dtype = DType::bf16,
+         .accum = 3},
+        {.name = "f32 adamw, 12 hidden layers, 1 micro-step",
+         .optimizer = adamw,
+         .accum = 1,
+         .hidden = 12,
+         .check_peak = true},
     };
     if (world->rank() == 0) std::printf("zero on %d ranks:\n", world->size());
     for (const Case& c : cases) zero::check_case(c, world);
