@@ -26,6 +26,7 @@
 #include "models/train/checkpoint_root.h"
 #include "models/train/interrupt.h"
 #include "models/train/progress.h"
+#include "models/train/run_layout.h"
 #include "models/train/sharded_state.h"
 #include "models/train/task.h"
 #include "models/train/train_device.h"
@@ -58,102 +59,6 @@ void run_agreed(parallel::Communicator* comm, const std::function<void()>& fn) {
 }
 
 namespace {
-
-// ZeRO stages 1 and 2 on the CPU with an element-wise optimizer; not stage 3 or offload yet.
-void check_zero_supported(const TrainConfig& c) {
-  const ZeroSection& z = c.zero;
-  TS_CHECK(!z.offload, "config",
-           "zero.offload: offloading the ZeRO optimizer to CPU memory is not available in this "
-           "version of Tessera (ZeRO stages 1 and 2 are); set zero.offload to false");
-  TS_CHECK(z.stage <= 2, "config", "zero.stage ", z.stage,
-           ": sharding the parameters themselves (ZeRO stage 3) is not available in this version "
-           "of Tessera; stage 1 shards the optimizer state and f32 master weights and stage 2 also "
-           "the gradients: set zero.stage to 1 or 2");
-  if (z.stage == 0) return;
-  parallel::zero::check_zero_optimizer(c.optimizer.value("type", "adamw"), "optimizer.type",
-                                       int(z.stage));
-  TS_CHECK(c.train.device == "cpu", "config", "zero.stage ", z.stage, " with train.device ",
-           c.train.device,
-           ": the ZeRO optimizer runs on the CPU in this version of Tessera; set train.device to "
-           "cpu or zero.stage to 0");
-}
-
-// Rejects what the config asks for but this build cannot do yet.
-void check_supported(const TrainConfig& c) {
-  const parallel::ParallelConfig& p = c.parallel;
-  TS_CHECK(p.pipeline == 1, "config", "parallel.pipeline ", p.pipeline,
-           ": pipeline parallelism is not available in this version of Tessera (data parallelism "
-           "is); set parallel.pipeline to 1");
-  if (p.tensor.size > 1) {
-    TS_CHECK(p.tensor.mode == "1d", "config", "parallel.tensor.mode ", p.tensor.mode,
-             ": this version of Tessera splits layers in 1d mode only (Megatron's column / row "
-             "pairs); set parallel.tensor.mode to 1d");
-    TS_CHECK(c.train.device == "cpu", "config", "parallel.tensor.size ", p.tensor.size,
-             " with train.device ", c.train.device,
-             ": tensor parallelism runs on the CPU in this version of Tessera; set train.device "
-             "to cpu or parallel.tensor.size to 1");
-  }
-  // ParallelConfig::validate has refused it outside 1d or with tensor size 1. The gradients of the
-  // replicated parameters that see a sequence shard are summed over the tensor group in backward
-  // (models/nn/parallel/sequence_1d.h), so the step and the clipping need nothing more.
-  if (p.tensor.sequence_parallel) {
-    TS_CHECK(c.kind == ModelKind::gpt, "config",
-             "parallel.tensor.sequence_parallel with model.type ", model_kind_name(c.kind),
-             ": sequence parallelism is available for GPT in this version of Tessera; set "
-             "parallel.tensor.sequence_parallel to false");
-    TS_CHECK(c.seq_len() % p.tensor.size == 0, "config",
-             "parallel.tensor.sequence_parallel splits the sequence over the tensor group: "
-             "expected the sequence length (train.seq_len or model.context_length) ",
-             c.seq_len(), " divisible by parallel.tensor.size ", p.tensor.size);
-    TS_CHECK(c.gpt.context_length % p.tensor.size == 0, "config",
-             "parallel.tensor.sequence_parallel: expected model.context_length ",
-             c.gpt.context_length, " divisible by parallel.tensor.size ", p.tensor.size,
-             " (generation pads its window to a multiple of it)");
-  }
-  TS_CHECK(p.sequence == 1, "config", "parallel.sequence ", p.sequence,
-           ": sequence parallelism is not available in this version of Tessera (data parallelism "
-           "is); set parallel.sequence to 1");
-  check_zero_supported(c);
-}
-
-// Fills parallel.data when the config leaves it out, checks the layout against the world and
-// returns the gradient-accumulation steps.
-int64_t resolve_layout(TrainConfig& c, int world_size) {
-  check_supported(c);
-  parallel::ParallelConfig& p = c.parallel;
-  const int others = p.pipeline * p.sequence * p.tensor.size;
-  if (!c.data_size_given) {
-    TS_CHECK(world_size % others == 0, "config", "parallel: the world's ", world_size,
-             " ranks do not divide into pipeline x sequence x tensor = ", others);
-    p.data = world_size / others;
-  }
-  TS_CHECK(p.world_size() == world_size, "config",
-           "parallel: data x pipeline x sequence x tensor = ", p.data, " x ", p.pipeline, " x ",
-           p.sequence, " x ", p.tensor.size, " = ", p.world_size(), " ranks, but the job has ",
-           world_size, " (mpirun -np ", p.world_size(), ")");
-  TrainSection& t = c.train;
-  if (t.micro_batch_size == 0) {
-    TS_CHECK(t.batch_size % p.data == 0, "config", "train.batch_size ", t.batch_size,
-             " does not split over ", p.data, " data-parallel ranks");
-    t.micro_batch_size = t.batch_size / p.data;
-  }
-  const int64_t per_step = t.micro_batch_size * p.data;
-  TS_CHECK(t.batch_size % per_step == 0, "config", "train.batch_size ", t.batch_size,
-           " must be a multiple of train.micro_batch_size x data ranks = ", t.micro_batch_size,
-           " x ", p.data, " = ", per_step);
-  return t.batch_size / per_step;
-}
-
-void set_threads(const TrainConfig& c, int world_size) {
-  if (c.train.threads > 0) return set_num_threads(int(c.train.threads));
-  if (std::getenv("TESSERA_NUM_THREADS")) return;
-  // Ranks on one machine share its cores.
-  int local = world_size;
-  if (const char* env = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"))
-    local = std::max(1, std::atoi(env));
-  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-  set_num_threads(std::max(1, cores / local));
-}
 
 DType precision_dtype(const std::string& name) {
   if (name == "bf16") return DType::bf16;
