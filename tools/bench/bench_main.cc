@@ -1,6 +1,6 @@
-// `bench [kernels | train | comm | cuda] [options]`, `mpirun -np N bench tp`: Tessera's benchmarks.
+// `bench [kernels | train | comm | cuda] [options]`, `mpirun -np N bench tp | zero`: benchmarks.
 // kernels (the default), train and cuda print Tessera beside PyTorch measured in the same run;
-// comm and tp run under mpirun.
+// comm, tp and zero run under mpirun.
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -16,13 +16,16 @@ constexpr const char* kUsage =
     "usage: bench [kernels | train | comm | cuda] [options]   (bench <subcommand> --help for "
     "its options)\n"
     "       mpirun -np N bench tp [options]\n"
+    "       mpirun -np N bench zero [options]\n"
     "  kernels   GPT-2 124M op timings, Tessera vs PyTorch eager (the default subcommand)\n"
     "  train     GPT-2 124M training step: tokens/s and peak memory, Tessera vs PyTorch\n"
     "  comm      collectives (time, algbw, busbw) and data-parallel scaling; mpirun -np N\n"
     "  cuda      one GPU: GEMM and fused-attention TFLOP/s, GPT-2 124M training tokens/s, MFU\n"
     "            and peak memory, Tessera vs PyTorch on the same GPU\n"
     "  tp        tensor parallelism per scheme beside serial (a gpt2-124m-wide block, a GPT\n"
-    "            step): time, bytes per rank vs the documented formula, memory; mpirun -np N\n";
+    "            step): time, bytes per rank vs the documented formula, memory; mpirun -np N\n"
+    "  zero      ZeRO stages 0-2 on the data ranks (a GPT, f32 and bf16): model-state bytes per\n"
+    "            rank vs the ZeRO formulas, step time, bytes per rank vs 2 Psi; mpirun -np N\n";
 
 int print_help(const char* text) {
   std::fputs(text, stdout);
@@ -65,9 +68,13 @@ int run(int argc, char** argv) {
     if (wants_help(args)) return print_help(kTpUsage);
     return run_tp_command(argc, argv, first);
   }
+  if (sub == "zero") {
+    if (wants_help(args)) return print_help(kZeroUsage);
+    return run_zero_command(argc, argv, first);
+  }
   // The subcommands before tp are named as they always were: scripts match this message.
-  throw UsageError("expected the subcommand kernels, train, comm or cuda (or tp), got '" + sub +
-                   "'");
+  throw UsageError("expected the subcommand kernels, train, comm or cuda (or tp, zero), got '" +
+                   sub + "'");
 }
 
 }  // namespace

@@ -51,4 +51,26 @@ grep -qE "^\| 1d +\| +2 \| P=2 +\|.*\| 2\+2 all_reduce +\| +16384 \| +16384 \| +
 mpi 2 60 "$tessera" bench tp --d-model 64 --heads 3
 expect_error "bench tp usage error" "expected --d-model divisible by --heads"
 
+# `mpirun -np 2 tessera bench zero` on gpt-tiny: stages 0-2 measured in f32 and bf16, stage 3 listed
+# as not available; f32 stage 0's parameters and AdamW state on their formula terms (4 and 8 bytes
+# per parameter), stage 0 and 2 sending exactly data parallelism's 2 Psi ring volume.
+run 30 "$tessera" bench zero --help
+expect_ok "bench zero --help" "usage: mpirun -np N bench zero"
+run 30 "$tessera" bench --help
+grep -qE "^  zero " "$LOG" && echo "ok: bench --help lists zero" || fail "bench --help lacks zero"
+mpi 2 240 "$tessera" bench zero --model gpt-tiny --batch 1 --seq 16 --repeats 1
+expect_ok "mpirun -np 2 tessera bench zero" "## ZeRO model state per rank, GPT gpt-tiny"
+[ "$(grep -c "^# tessera bench zero: 2 ranks" "$LOG")" -eq 1 ] && echo "ok: bench zero, rank 0 alone prints" ||
+  fail "expected one bench zero header line from rank 0"
+[ "$(grep -cE "^\| (f32|bf16) +\| [012] +\| +2 \| +[0-9.]+ \([0-9.]+\) \|.*\| +[0-9]+ \| +[0-9]+ \| +[0-9.]+ \|$" "$LOG")" -eq 6 ] &&
+  echo "ok: bench zero, 6 measured rows" || fail "expected 6 measured rows (f32, bf16 x stages 0-2)"
+[ "$(grep -cE "^\| (f32|bf16) +\| 3 +\| +2 \| not available \|" "$LOG")" -eq 2 ] &&
+  echo "ok: bench zero, stage 3 not available" || fail "expected 2 stage-3 rows saying not available"
+grep -qE "^\| f32 +\| 0 +\| +2 \| +4\.00 \(4\.00\) \| +4\.00 \(4\.00\) \| +8\.00 \(8\.00\) \|" "$LOG" &&
+  echo "ok: bench zero, f32 stage 0 terms = formula" || fail "expected f32 stage 0's 4, 4, 8 bytes per parameter"
+[ "$(grep -cE "^\| (f32|bf16) +\| [02] +\| .*\| +1\.000 \|$" "$LOG")" -eq 4 ] &&
+  echo "ok: bench zero, stages 0 and 2 send the 2 Psi ring" || fail "expected stages 0 and 2 at 1.000 of the ring"
+mpi 2 60 "$tessera" bench zero --precision f16
+expect_error "bench zero usage error" "expected --precision f32, bf16 or both"
+
 finish

@@ -1,0 +1,372 @@
+// `bench zero` (tessera bench zero, under mpirun): ZeRO stages 0, 1 and 2 of the trainer's update
+// engine (models/train/update_engine.h) on the job's N data ranks, for a GPT in f32 with AdamW and
+// in bf16 with f32 masters: model-state bytes per rank by the allocator's counters, term by term,
+// beside the ZeRO formulas (tools/bench/zero_plan.h), the step time and the bytes each rank sends
+// per step by the data group's counters beside data parallelism's 2 Psi ring volume. Stage 3 rows
+// print "not available" until parameter sharding lands.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "autograd/engine.h"
+#include "core/allocator.h"
+#include "core/error.h"
+#include "core/factory.h"
+#include "core/parallel.h"
+#include "models/gpt/gpt.h"
+#include "models/gpt/gpt_config.h"
+#include "models/nn/build_context.h"
+#include "models/train/update_engine.h"
+#include "optim/optimizer.h"
+#include "parallel/comm/mpi_runtime.h"
+#include "tools/bench/bench_args.h"
+#include "tools/bench/commands.h"
+#include "tools/bench/system_info.h"
+#include "tools/bench/table.h"
+#include "tools/bench/zero_plan.h"
+
+namespace tessera::bench {
+
+const char* const kZeroUsage =
+    "usage: mpirun -np N bench zero [--model PRESET] [--d-model C] [--layers L] [--heads H]\n"
+    "                  [--vocab V] [--batch B] [--seq T] [--precision f32|bf16|both]\n"
+    "                  [--repeats N] [--threads N]\n"
+    "  ZeRO stages 0, 1 and 2 of the trainer's update engine on the N data ranks, for a GPT in\n"
+    "  f32 (AdamW) and bf16 with f32 masters: model-state bytes per rank (parameters, gradients\n"
+    "  held after the step's reduction, optimizer states, masters; the allocator's counters)\n"
+    "  beside the ZeRO formulas, the step time (median) and the bytes sent per rank per step (the\n"
+    "  data group's counters) beside data parallelism's 2 Psi ring volume. Stage 3: 'not\n"
+    "  available'. Rank 0 prints.\n"
+    "  --model PRESET  start from a preset (gpt-tiny, gpt-mini, gpt2-124m, ...); the default is\n"
+    "                  a GPT of about 10M parameters (C 256, 10 layers, 8 heads, vocabulary 8192,\n"
+    "                  context 256); the flags below override either\n"
+    "  --d-model C, --layers L, --heads H, --vocab V   the GPT's shape (C 768, L 12, V 50257: "
+    "124M)\n"
+    "  --batch B       sequences per rank per step (default 2)\n"
+    "  --seq T         tokens per sequence (default 64)\n"
+    "  --precision P   f32, bf16 or both (default both)\n"
+    "  --repeats N     timed steps after the measured first step; the median is reported\n"
+    "                  (default 3)\n"
+    "  --threads N     CPU threads per rank (default: the cores divided among the ranks)\n";
+
+namespace {
+
+using parallel::CommKind;
+using parallel::CommStats;
+using parallel::Communicator;
+
+struct Args {
+  gpt::GPTConfig config;
+  std::string model = "default (~10M)";
+  int64_t batch = 2, seq = 64;
+  std::vector<ZeroPrecision> precisions = {ZeroPrecision::f32, ZeroPrecision::bf16};
+  int repeats = 3;
+  int threads = 0;
+};
+
+gpt::GPTConfig default_config() {
+  gpt::GPTConfig c;
+  c.vocab_size = 8192;
+  c.context_length = 256;
+  c.n_layers = 10;
+  c.n_heads = 8;
+  c.d_model = 256;
+  return c;
+}
+
+Args parse_args(const std::vector<std::string>& argv) {
+  Args a;
+  a.config = default_config();
+  // --model first, so the shape flags override the preset wherever they are.
+  for (size_t i = 0; i + 1 < argv.size(); ++i) {
+    if (argv[i] == "--model") {
+      try {
+        a.config = gpt::gpt_preset(argv[i + 1]);
+      } catch (const ValueError& e) {
+        throw UsageError(str_cat("expected --model to name a preset: ", e.what()));
+      }
+      a.model = argv[i + 1];
+    }
+  }
+  ArgCursor args(argv);
+  while (args.next()) {
+    const std::string& flag = args.flag();
+    if (flag == "--model")
+      args.value();
+    else if (flag == "--d-model")
+      a.config.d_model = parse_int(flag, args.value(), 1, 1 << 16);
+    else if (flag == "--layers")
+      a.config.n_layers = parse_int(flag, args.value(), 1, 1024);
+    else if (flag == "--heads")
+      a.config.n_heads = parse_int(flag, args.value(), 1, 1024);
+    else if (flag == "--vocab")
+      a.config.vocab_size = parse_int(flag, args.value(), 2, 1 << 22);
+    else if (flag == "--batch")
+      a.batch = parse_int(flag, args.value(), 1, 1 << 16);
+    else if (flag == "--seq")
+      a.seq = parse_int(flag, args.value(), 1, 1 << 16);
+    else if (flag == "--repeats")
+      a.repeats = int(parse_int(flag, args.value(), 1, 1000));
+    else if (flag == "--threads")
+      a.threads = int(parse_int(flag, args.value(), 1, 4096));
+    else if (flag == "--precision") {
+      const std::string p = args.value();
+      if (p == "f32")
+        a.precisions = {ZeroPrecision::f32};
+      else if (p == "bf16")
+        a.precisions = {ZeroPrecision::bf16};
+      else if (p == "both")
+        a.precisions = {ZeroPrecision::f32, ZeroPrecision::bf16};
+      else
+        throw UsageError("expected --precision f32, bf16 or both, got '" + p + "'");
+    } else {
+      throw UsageError("expected an option of bench zero, got '" + flag + "'");
+    }
+  }
+  if (a.config.d_model % a.config.n_heads != 0) {
+    throw UsageError(str_cat("expected --d-model divisible by --heads, got ", a.config.d_model,
+                             " and ", a.config.n_heads));
+  }
+  a.config.context_length = std::max(a.config.context_length, a.seq);
+  try {
+    a.config.validate();
+  } catch (const ValueError& e) {
+    throw UsageError(str_cat("expected a valid GPT shape: ", e.what()));
+  }
+  return a;
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+int64_t held() { return memory_stats(kCPU).current_bytes; }
+
+// The maximum over the group: a step is as slow as its slowest rank, and the busiest rank bounds
+// what a layout needs.
+double max_over(Communicator& group, double v) {
+  Tensor t = from_vector<double>({v}, {1});
+  group.all_reduce(t, parallel::ReduceOp::max)->wait();
+  return t.item();
+}
+
+// One (precision, stage) run's measurements on this rank (maxima over the ranks once returned).
+struct ZeroMeasured {
+  int64_t psi = 0;         // parameters
+  int64_t params = 0;      // bytes the model holds once built (and converted)
+  int64_t workspace = 0;   // bytes a warm-up step left held (kernel caches), before any engine
+  int64_t masters = 0;     // the f32 tensors the optimizer steps that are not the parameters
+  int64_t buffers = 0;     // the rest of what the update engine allocated when built
+  int64_t grads = 0;       // held after the first step's reduction, over the step's start
+  int64_t states = 0;      // allocated by the first optimizer step
+  int64_t after_step = 0;  // held after the first step's finish_step, over the step's start
+  double seconds = 0;      // median step, slowest rank
+  CommStats step;          // the last timed step's counters on this rank
+  int64_t sent = 0;        // bytes sent that step, the busiest rank
+};
+
+ZeroMeasured measure(const Args& a, ZeroPrecision precision, int stage,
+                     const std::shared_ptr<Communicator>& world) {
+  ZeroMeasured m;
+  const int64_t start = held();
+  Generator gen(1234);
+  auto model = std::make_unique<gpt::GPT>(a.config, nn::BuildContext(gen));
+  if (precision == ZeroPrecision::bf16) model->to(DType::bf16);
+  m.params = held() - start;
+  for (const Tensor& p : model->parameters()) m.psi += p.numel();
+
+  Generator data(100 + uint64_t(world->rank()));  // each data rank its own batch
+  const Tensor ids =
+      randint(0, a.config.vocab_size, {a.batch, a.seq + 1}, {.dtype = DType::i64}, &data);
+  const Tensor x = ids.narrow(1, 0, a.seq).contiguous();
+  const Tensor y = ids.narrow(1, 1, a.seq).contiguous();
+  {
+    // A warm-up forward and backward without an engine, so kernels' lasting buffers are not
+    // counted as model state; its gradients are released.
+    Tensor loss = model->loss(x, y);
+    autograd::backward({loss});
+  }
+  model->zero_grad();
+  const int64_t built = held();
+  m.workspace = built - start - m.params;
+
+  train::UpdateEngineSpec spec;
+  spec.model = model.get();
+  spec.groups = optim::param_groups_with_decay(model->named_parameters(), 0.1);
+  spec.optimizer = {{"type", "adamw"}, {"lr", 1e-4}, {"weight_decay", 0.1}};
+  spec.grad_group = world;
+  spec.zero_stage = stage;
+  std::unique_ptr<train::UpdateEngine> engine = train::make_update_engine(spec);
+  // The engine's allocation split in two: its f32 masters (or master shards), counted from the
+  // tensors the optimizer steps that are not the model's own parameters, and the rest (data
+  // parallelism's bucket buffers, stage 2's reducer), so the total stays the allocator's.
+  const int64_t engine_bytes = held() - built;
+  const std::vector<Tensor> model_params = model->parameters();
+  for (const Tensor& t : engine->step_params()) {
+    const bool own = std::any_of(model_params.begin(), model_params.end(),
+                                 [&](const Tensor& p) { return p.is_same(t); });
+    if (!own) m.masters += t.numel() * int64_t(t.itemsize());
+  }
+  m.buffers = engine_bytes - m.masters;
+
+  std::vector<double> times;
+  for (int i = 0; i <= a.repeats; ++i) {
+    world->barrier()->wait();
+    world->reset_stats();
+    const double t0 = now_s();
+    const int64_t step_start = held();
+    engine->set_grad_sync(true);
+    {
+      Tensor loss = model->loss(x, y);
+      autograd::backward({loss});
+    }
+    engine->finish_gradients();
+    if (i == 0) m.grads = held() - step_start;
+    const int64_t before_step = held();
+    engine->optimizer().step();
+    if (i == 0) m.states = held() - before_step;
+    engine->finish_step();
+    if (i == 0) m.after_step = held() - step_start;
+    const double local = now_s() - t0;
+    m.step = world->stats();  // before max_over's all-reduce counts
+    const double t = max_over(*world, local);
+    if (i > 0) times.push_back(t);
+  }
+  std::sort(times.begin(), times.end());
+  m.seconds = times[times.size() / 2];
+  m.sent = m.step.total().bytes_sent;
+  for (int64_t* v : {&m.params, &m.workspace, &m.masters, &m.buffers, &m.grads, &m.states,
+                     &m.after_step, &m.sent})
+    *v = int64_t(max_over(*world, double(*v)));
+  engine.reset();
+  model.reset();
+  return m;
+}
+
+std::string mb(double bytes) { return format_number(bytes / (1 << 20), 2); }
+std::string ratio(double num, double den) { return den > 0 ? format_number(num / den, 3) : "-"; }
+// "4.00 (4)": measured bytes per parameter beside the formula's.
+std::string per_psi(int64_t bytes, int64_t psi, double formula) {
+  return format_number(double(bytes) / double(psi), 2) + " (" + format_number(formula, 2) + ")";
+}
+
+// "12 all_reduce, 1 all_gather": the step's calls per kind, barriers left out.
+std::string describe_calls(const CommStats& s) {
+  std::string out;
+  for (int k = 0; k < parallel::kNumCommKinds; ++k) {
+    const int64_t calls = s.by_kind[size_t(k)].calls;
+    if (calls == 0 || CommKind(k) == CommKind::barrier) continue;
+    out += str_cat(out.empty() ? "" : ", ", calls, " ", parallel::comm_kind_name(CommKind(k)));
+  }
+  return out.empty() ? "none" : out;
+}
+
+int bench_zero(const std::shared_ptr<Communicator>& world, const Args& a) {
+  const int n = world->size();
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = a.threads > 0 ? a.threads : std::max(1, cores / n);
+  set_num_threads(threads);
+  const int64_t psi = gpt::gpt_num_parameters(a.config);
+  if (world->rank() == 0) {
+    std::printf("# tessera bench zero: %d ranks, %s, %u hardware threads, load average %s\n", n,
+                cpu_model().c_str(), std::thread::hardware_concurrency(), load_average().c_str());
+  }
+  Table table({"precision", "stage", "N", "params B/Psi", "grads B/Psi", "states B/Psi",
+               "masters B/Psi", "buffers B/Psi", "model state/rank (MB)", "ZeRO formula",
+               "formula (MB)", "measured / formula", "step (ms)", "collectives", "sent/rank (B)",
+               "DP ring 2 Psi (B)", "sent / ring"});
+  for (size_t c = 2; c < 17; ++c)
+    if (c != 9 && c != 13) table.align_right(c);
+  std::vector<std::string> notes;
+  for (ZeroPrecision precision : a.precisions) {
+    const int64_t itemsize = precision == ZeroPrecision::f32 ? 4 : 2;
+    for (int stage = 0; stage <= 3; ++stage) {
+      const StateTerms f = zero_formula(precision, stage, n);
+      const std::string text = zero_formula_text(precision, stage);
+      const double formula_bytes = f.total() * double(psi);
+      const int64_t ring = dp_ring_bytes(psi, itemsize, n);
+      if (stage == 3) {
+        const std::string na = "not available";
+        table.add_row({zero_precision_name(precision), "3", std::to_string(n), na, na, na, na, na,
+                       na, text, mb(formula_bytes), "-", na, "-", na, std::to_string(ring), "-"});
+        continue;
+      }
+      const ZeroMeasured m = measure(a, precision, stage, world);
+      TS_CHECK(m.psi == psi, "bench zero", "the model holds ", m.psi, " parameters, expected ",
+               psi);
+      const int64_t total = m.params + m.grads + m.states + m.masters + m.buffers;
+      table.add_row({zero_precision_name(precision), std::to_string(stage), std::to_string(n),
+                     per_psi(m.params, psi, f.params), per_psi(m.grads, psi, f.grads),
+                     per_psi(m.states, psi, f.states), per_psi(m.masters, psi, f.masters),
+                     per_psi(m.buffers, psi, 0), mb(double(total)), text, mb(formula_bytes),
+                     ratio(double(total), formula_bytes), format_number(m.seconds * 1e3, 1),
+                     describe_calls(m.step), std::to_string(m.sent), std::to_string(ring),
+                     ratio(double(m.sent), double(ring))});
+      notes.push_back(str_cat("- ", zero_precision_name(precision), " stage ", stage,
+                              ": held after the first step's finish_step ",
+                              mb(double(m.after_step)),
+                              " MB over its start (gradients released, optimizer state kept); "
+                              "warm-up workspace ",
+                              mb(double(m.workspace)), " MB, not counted."));
+    }
+  }
+  if (world->rank() == 0) {
+    std::printf(
+        "\n## ZeRO model state per rank, GPT %s (%lld layers, C=%lld, %lld heads, vocabulary "
+        "%lld; Psi = %lld parameters), AdamW; B=%lld, T=%lld per rank; %d data ranks, %d "
+        "threads per rank\n\n%s\n",
+        a.model.c_str(), static_cast<long long>(a.config.n_layers),
+        static_cast<long long>(a.config.d_model), static_cast<long long>(a.config.n_heads),
+        static_cast<long long>(a.config.vocab_size), static_cast<long long>(psi),
+        static_cast<long long>(a.batch), static_cast<long long>(a.seq), n, threads,
+        table.render().c_str());
+    std::printf(
+        "- B/Psi cells: measured bytes per parameter on the busiest rank (the formula's term in "
+        "parentheses). params: allocator bytes the model holds once built (bf16: converted). "
+        "grads: bytes held after the first step's gradient reduction (finish_gradients, before "
+        "the optimizer step) over the step's start: every gradient tensor the step then keeps "
+        "(the model's .grad(), f32 master gradients, shard gradients). states: bytes the first "
+        "AdamW step allocated (m and v). masters: the f32 tensors the optimizer steps that are not "
+        "the model's parameters (f32 master copies or shards), by their sizes. buffers: the rest "
+        "of what the update engine allocated when built (data parallelism's flat gradient "
+        "buckets, kept between steps; no formula term, so 0). model state = the allocator's "
+        "sum of params, grads, states and the engine's allocation (masters + buffers).\n"
+        "- ZeRO formula (issue 12; tools/bench/zero_plan.h): f32 AdamW counts parameters 4, "
+        "gradients 4, m and v 8 bytes per parameter and no master (f32 parameters are their own "
+        "masters); bf16 counts 2 + 2 + 12 (m, v and the f32 master). Stage 1 shards states and "
+        "masters over N, stage 2 also gradients. A term above its formula is memory this "
+        "implementation keeps that the paper's accounting does not.\n"
+        "- sent/rank: bytes the busiest rank sends in one step by the data group's counters "
+        "(ring algorithms, parallel/comm/comm_types.h: all_reduce 2(N-1)/N, all_gather (N-1)/N "
+        "of the output, reduce: each non-owner sends its part); DP ring 2 Psi = floor(2(N-1)/N x "
+        "Psi x gradient itemsize). Times: median of %d steps after the measured first, slowest "
+        "rank; CPU times are indicative, bytes are exact.\n",
+        a.repeats);
+    for (const std::string& line : notes) std::printf("%s\n", line.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int run_zero_command(int argc, char** argv, int first) {
+  Args args;
+  try {
+    args = parse_args(std::vector<std::string>(argv + first, argv + argc));
+  } catch (const UsageError&) {
+    // Every rank reads the same command line: let rank 0 alone report it (mpirun sets the rank).
+    const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+    if (!rank || std::string(rank) == "0") throw;
+    return 2;
+  }
+  return parallel::run_distributed(argc, argv, [&](const std::shared_ptr<Communicator>& world) {
+    return bench_zero(world, args);
+  });
+}
+
+}  // namespace tessera::bench
