@@ -11,7 +11,7 @@ Tensor as_i64(const Tensor& t) { return t.dtype() == DType::i64 ? t : t.to(DType
 
 }  // namespace
 
-Bert::Bert(const BertConfig& config, const nn::BuildContext& ctx) : config_(config) {
+Bert::Bert(const BertConfig& config, const nn::BuildContext& ctx) : config_(config), seq_(ctx) {
   config.validate();
   const BertConfig& c = config_;
   embeddings_ = register_module("embeddings", std::make_shared<BertEmbeddings>(c, ctx));
@@ -49,17 +49,21 @@ Bert::Bert(const BertConfig& config, const nn::BuildContext& ctx) : config_(conf
 
 Tensor Bert::forward(const Tensor& ids, const Tensor& token_type_ids,
                      const Tensor& attention_mask) {
-  Tensor x = embeddings_->forward(ids, token_type_ids);  // (B, T, C)
-  Tensor mask;                                           // (B, T) bool, true = attend
+  // The mask is checked first, so that no rank enters a collective another has refused.
+  Tensor mask;  // (B, T) bool, true = attend
   if (attention_mask.defined()) {
-    TS_CHECK(attention_mask.shape() == ids.shape(), "Bert",
-             "expected attention_mask of the ids' shape ", shape_str(ids.shape()), ", got ",
+    TS_CHECK(ids.defined() && attention_mask.shape() == ids.shape(), "Bert",
+             "expected attention_mask of the ids' shape ",
+             ids.defined() ? shape_str(ids.shape()) : "undefined", ", got ",
              attention_mask.describe());
     mask = attention_mask.dtype() == DType::b8 ? attention_mask
                                                : ne(attention_mask, zeros_like(attention_mask));
   }
+  // Sequence parallel: (B, T/P, C) shards through the blocks; the mask stays whole (B, T), as
+  // attention's keys are the gathered sequence.
+  Tensor x = embeddings_->forward(ids, token_type_ids);  // (B, T, C)
   for (size_t i = 0; i < h_->size(); ++i) x = h_->at<nn::Block>(i)->forward(x, mask);
-  return x;
+  return seq_.gather(x, nn::kSequenceDim);  // (B, T, C) on every rank
 }
 
 Tensor Bert::mlm_logits(const Tensor& hidden) {

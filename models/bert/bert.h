@@ -25,6 +25,10 @@ class Bert : public nn::Module {
 
   // ids (B, T) i32/i64; token_type_ids (B, T) or undefined (type 0); attention_mask (B, T), bool or
   // integer, nonzero = a real token, or undefined (all real) -> hidden states (B, T, C).
+  // Under sequence parallelism (parallel.tensor.sequence_parallel) the embeddings and blocks run on
+  // sequence shards (B, T/P, C) (T must divide by P) and the result is gathered: every rank holds
+  // the whole (B, T, C), which the heads below use replicated. The mask stays (B, T): attention
+  // gathers its keys, so it masks the whole sequence.
   Tensor forward(const Tensor& ids, const Tensor& token_type_ids = Tensor(),
                  const Tensor& attention_mask = Tensor());
 
@@ -44,6 +48,7 @@ class Bert : public nn::Module {
 
  private:
   BertConfig config_;
+  nn::SequenceSplit seq_;  // off unless parallel.tensor.sequence_parallel
   std::shared_ptr<BertEmbeddings> embeddings_;
   std::shared_ptr<nn::ModuleList> h_;
   std::shared_ptr<BertMLMHead> mlm_;

@@ -6,7 +6,7 @@
 namespace tessera::bert {
 
 BertEmbeddings::BertEmbeddings(const BertConfig& c, const nn::BuildContext& ctx)
-    : max_positions_(c.max_positions) {
+    : max_positions_(c.max_positions), seq_(ctx) {
   word_ = register_module(
       "word_embeddings",
       nn::make_embedding({.num_embeddings = c.vocab_size, .dim = c.d_model, .init_std = c.init_std},
@@ -19,9 +19,11 @@ BertEmbeddings::BertEmbeddings(const BertConfig& c, const nn::BuildContext& ctx)
       "token_type_embeddings",
       nn::make_embedding(
           {.num_embeddings = c.type_vocab_size, .dim = c.d_model, .init_std = c.init_std}, ctx));
-  layer_norm_ =
-      register_module("layer_norm", nn::make_layer_norm({.dim = c.d_model, .eps = c.ln_eps}));
-  dropout_ = register_module("dropout", std::make_shared<nn::Dropout>(c.dropout));
+  layer_norm_ = register_module(
+      "layer_norm",
+      nn::make_layer_norm({.dim = c.d_model, .eps = c.ln_eps, .grad_group = seq_.group()}));
+  dropout_ =
+      register_module("dropout", std::make_shared<nn::Dropout>(c.dropout, seq_.dropout_chunk()));
 }
 
 Tensor BertEmbeddings::forward(const Tensor& ids, const Tensor& token_type_ids) {
@@ -29,22 +31,27 @@ Tensor BertEmbeddings::forward(const Tensor& ids, const Tensor& token_type_ids) 
            "Bert", "expected token ids (B, T) with 1 <= T <= ", max_positions_, ", got ",
            ids.defined() ? ids.describe() : "undefined");
   const int64_t t = ids.size(1);
+  TS_CHECK(!token_type_ids.defined() || token_type_ids.shape() == ids.shape(), "Bert",
+           "expected token_type_ids of the ids' shape ", shape_str(ids.shape()), ", got ",
+           token_type_ids.describe());
+  seq_.check_length("Bert", t);  // before any collective, on every rank
   Tensor pos = arange(0, double(t), 1.0, {.dtype = DType::i64, .device = ids.device()});  // (T)
-  Tensor x = word_->forward(ids) + position_->forward(pos);  // (B, T, C)
+  // Sequence parallel: the word embedding gives this rank's rows (B, T/P, C); the positions and
+  // token types, looked up whole, are cut to the same rows.
+  Tensor x = word_->forward(ids) + seq_.scatter(position_->forward(pos), 0);  // (B, T, C)
   if (token_type_ids.defined()) {
-    TS_CHECK(token_type_ids.shape() == ids.shape(), "Bert",
-             "expected token_type_ids of the ids' shape ", shape_str(ids.shape()), ", got ",
-             token_type_ids.describe());
-    x = x + token_type_->forward(token_type_ids);
+    x = x + seq_.scatter(token_type_->forward(token_type_ids), nn::kSequenceDim);
   } else {
-    // Every token has type 0: add row 0 of the table (broadcast), which also trains it.
-    x = x + select(token_type_->weight(), 0, 0);
+    // Every token has type 0: add row 0 of the table (broadcast), which also trains it; under
+    // sequence parallelism its gradient from this shard is summed over the group.
+    x = x + seq_.replicate(select(token_type_->weight(), 0, 0));
   }
   return dropout_->forward(layer_norm_->forward(x));
 }
 
 BertMLMHead::BertMLMHead(const BertConfig& c, const nn::Embedding& word_embeddings,
-                         const nn::BuildContext& ctx) {
+                         const nn::BuildContext& ctx)
+    : seq_(ctx) {
   dense_ = register_module(
       "dense",
       nn::make_linear({.in_features = c.d_model, .out_features = c.d_model, .init_std = c.init_std},
@@ -59,7 +66,11 @@ BertMLMHead::BertMLMHead(const BertConfig& c, const nn::Embedding& word_embeddin
 }
 
 Tensor BertMLMHead::transform(const Tensor& hidden) {
-  return layer_norm_->forward(gelu(dense_->forward(hidden), "none"));  // (B, T, C)
+  // Sequence parallel: the same (B, T, C) on every rank, so every rank's dense and LayerNorm
+  // gradients are the serial ones; the decoder takes this rank's rows and gathers them again
+  // (its backward reduce-scatters, scatter's all-gathers the serial gradient of the whole).
+  Tensor y = layer_norm_->forward(gelu(dense_->forward(hidden), "none"));  // (B, T, C)
+  return seq_.scatter(y, nn::kSequenceDim);
 }
 
 Tensor BertMLMHead::forward(const Tensor& hidden) {

@@ -8,6 +8,7 @@
 #include "core/generator.h"
 #include "models/bert/bert_config.h"
 #include "models/nn/nn.h"
+#include "models/nn/parallel/sequence_1d.h"
 
 namespace tessera::bert {
 
@@ -17,13 +18,16 @@ class BertEmbeddings : public nn::Module {
   BertEmbeddings(const BertConfig& config, const nn::BuildContext& ctx);
   std::string type_name() const override { return "BertEmbeddings"; }
 
-  // ids (B, T), token_type_ids (B, T) or undefined (all type 0) -> (B, T, C).
+  // ids (B, T), token_type_ids (B, T) or undefined (all type 0) -> (B, T, C). Under sequence
+  // parallelism: this rank's shard (B, T/P, C) (T must divide by P), its LayerNorm and dropout on
+  // the shard as in the blocks (models/nn/parallel/sequence_1d.h).
   Tensor forward(const Tensor& ids, const Tensor& token_type_ids);
 
   const std::shared_ptr<nn::Embedding>& word_embeddings() const { return word_; }
 
  private:
   int64_t max_positions_;
+  nn::SequenceSplit seq_;  // off unless parallel.tensor.sequence_parallel
   std::shared_ptr<nn::Embedding> word_, position_, token_type_;
   std::shared_ptr<nn::LayerNorm> layer_norm_;
   std::shared_ptr<nn::Dropout> dropout_;
@@ -36,13 +40,16 @@ class BertMLMHead : public nn::Module {
               const nn::BuildContext& ctx);
   std::string type_name() const override { return "BertMLMHead"; }
 
-  // hidden (B, T, C) -> logits (B, T, vocab)
+  // hidden (B, T, C) -> logits (B, T, vocab). Under sequence parallelism hidden is the whole
+  // (gathered) sequence on every rank: the transform runs replicated and the decoder, which takes
+  // a sequence shard and all-gathers it, gets this rank's chunk.
   Tensor forward(const Tensor& hidden);
   // cross_entropy(forward(hidden), labels), through the decoder (vocab-parallel: no gather).
   Tensor loss(const Tensor& hidden, const Tensor& labels);
 
  private:
-  Tensor transform(const Tensor& hidden);  // dense, GELU, LayerNorm
+  Tensor transform(const Tensor& hidden);  // dense, GELU, LayerNorm; sequence parallel: its shard
+  nn::SequenceSplit seq_;
   std::shared_ptr<nn::Linear> dense_;
   std::shared_ptr<nn::LayerNorm> layer_norm_;
   std::shared_ptr<nn::LMHead> decoder_;

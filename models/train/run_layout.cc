@@ -50,18 +50,26 @@ void check_supported(const TrainConfig& c) {
   // replicated parameters that see a sequence shard are summed over the tensor group in backward
   // (models/nn/parallel/sequence_1d.h), so the step and the clipping need nothing more.
   if (p.tensor.sequence_parallel) {
-    TS_CHECK(c.kind == ModelKind::gpt, "config",
-             "parallel.tensor.sequence_parallel with model.type ", model_kind_name(c.kind),
-             ": sequence parallelism is available for GPT in this version of Tessera; set "
-             "parallel.tensor.sequence_parallel to false");
-    TS_CHECK(c.seq_len() % p.tensor.size == 0, "config",
-             "parallel.tensor.sequence_parallel splits the sequence over the tensor group: "
-             "expected the sequence length (train.seq_len or model.context_length) ",
-             c.seq_len(), " divisible by parallel.tensor.size ", p.tensor.size);
-    TS_CHECK(c.gpt.context_length % p.tensor.size == 0, "config",
-             "parallel.tensor.sequence_parallel: expected model.context_length ",
-             c.gpt.context_length, " divisible by parallel.tensor.size ", p.tensor.size,
-             " (generation pads its window to a multiple of it)");
+    if (c.kind == ModelKind::vit) {
+      const int64_t tokens = c.vit.num_patches() + 1;
+      TS_CHECK(tokens % p.tensor.size == 0, "config",
+               "parallel.tensor.sequence_parallel splits the sequence over the tensor group: "
+               "expected ViT's token sequence (num_patches + 1 = (model.image_size ",
+               c.vit.image_size, " / model.patch_size ", c.vit.patch_size, ")^2 + 1 = ", tokens,
+               ") divisible by parallel.tensor.size ", p.tensor.size);
+    } else {
+      TS_CHECK(c.seq_len() % p.tensor.size == 0, "config",
+               "parallel.tensor.sequence_parallel splits the sequence over the tensor group: "
+               "expected the sequence length (train.seq_len or ",
+               c.kind == ModelKind::gpt ? "model.context_length" : "model.max_positions", ") ",
+               c.seq_len(), " divisible by parallel.tensor.size ", p.tensor.size);
+    }
+    if (c.kind == ModelKind::gpt) {
+      TS_CHECK(c.gpt.context_length % p.tensor.size == 0, "config",
+               "parallel.tensor.sequence_parallel: expected model.context_length ",
+               c.gpt.context_length, " divisible by parallel.tensor.size ", p.tensor.size,
+               " (generation pads its window to a multiple of it)");
+    }
   }
   TS_CHECK(p.sequence == 1, "config", "parallel.sequence ", p.sequence,
            ": sequence parallelism is not available in this version of Tessera (data parallelism "

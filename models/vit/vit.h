@@ -8,6 +8,7 @@
 
 #include "core/generator.h"
 #include "models/nn/nn.h"
+#include "models/nn/parallel/sequence_1d.h"
 #include "models/vit/vit_config.h"
 
 namespace tessera::vit {
@@ -16,7 +17,10 @@ class ViT : public nn::Module {
  public:
   // Weights N(0, init_std) (patch projection, class token, positions, linears), zero biases,
   // unit LayerNorm gains.
-  // Under a context with tensor parallelism the blocks are their 1D twins (factory.h).
+  // Under a context with tensor parallelism the blocks are their 1D twins (factory.h). Under
+  // sequence parallelism (parallel.tensor.sequence_parallel) the token sequence, num_patches + 1
+  // long (which must divide by parallel.tensor.size), is split into shards after the positions
+  // are added: dropout and the blocks run on (B, (N + 1)/P, D), gathered before the head.
   ViT(const ViTConfig& config, const nn::BuildContext& ctx);
   std::string type_name() const override { return "ViT"; }
 
@@ -32,6 +36,7 @@ class ViT : public nn::Module {
 
  private:
   ViTConfig config_;
+  nn::SequenceSplit seq_;  // off unless parallel.tensor.sequence_parallel
   std::shared_ptr<nn::PatchEmbedding> patch_embed_;
   Tensor cls_token_, pos_embed_;
   std::shared_ptr<nn::Dropout> drop_;

@@ -23,4 +23,12 @@ Tensor SequenceSplit::scatter(const Tensor& x, int64_t dim) const {
   return on() ? parallel::tensor::scatter_to_region(x, dim, group_) : x;
 }
 
+Tensor SequenceSplit::replicate(const Tensor& x) const {
+  return on() ? parallel::tensor::copy_to_region(x, group_) : x;
+}
+
+Tensor SequenceSplit::gather(const Tensor& x, int64_t dim) const {
+  return on() ? parallel::tensor::gather_from_region(x, dim, group_) : x;
+}
+
 }  // namespace tessera::nn

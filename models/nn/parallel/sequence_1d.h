@@ -19,7 +19,9 @@
 // Replicated parameters that see a shard (LayerNorm weights and biases, row-parallel biases) have
 // their gradients summed in backward by copy_to_region, so after backward every rank holds the
 // serial gradient and the trainer needs nothing more. Position embeddings are looked up whole and
-// cut with scatter(): its backward all-gathers the chunks, giving the serial gradient too.
+// cut with scatter(): its backward all-gathers the chunks, giving the serial gradient too. Models
+// whose heads need every position (BERT's masked-LM head and pooler, ViT's class-token head)
+// gather() the shards after their last block and run the head replicated on the full sequence.
 #pragma once
 
 #include <cstdint>
@@ -52,6 +54,13 @@ class SequenceSplit {
   // This rank's chunk along `dim` of a tensor every rank holds whole (positions): backward
   // all-gathers the chunks' gradients, so every rank gets the whole serial gradient.
   Tensor scatter(const Tensor& x, int64_t dim) const;
+  // The whole tensor from every rank's chunk along `dim` (rank order): backward takes this rank's
+  // chunk of the gradient, which must be the same on every rank (the computation after the gather
+  // is replicated over the group). The identity when off.
+  Tensor gather(const Tensor& x, int64_t dim) const;
+  // x itself, for a replicated tensor that every rank's shard uses (broadcast over the sequence):
+  // backward sums its partial gradients over the group, giving the serial one. Identity when off.
+  Tensor replicate(const Tensor& x) const;
   // Where this rank's (B, T/P, C) shard lies in the serial (B, T, C).
   DropoutChunk dropout_chunk() const {
     return {.dim = kSequenceDim, .parts = parts_, .index = index_};

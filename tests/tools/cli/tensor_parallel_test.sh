@@ -4,8 +4,9 @@
 # files), with dropout on; the tensor-parallel checkpoint holds the serial model (eval on one process gives its
 # loss; it resumes serially) and a serial checkpoint resumes under tensor parallelism with the
 # serial run's next losses; impossible layouts are refused naming the numbers. Sequence
-# parallelism (parallel.tensor.sequence_parallel) on tp 2 gives the serial run's losses too, and is
-# refused outside 1d, with tensor size 1, for a sequence that does not split and for BERT.
+# parallelism (parallel.tensor.sequence_parallel) on tp 2 gives the serial run's losses too, for
+# GPT, BERT and ViT, and is refused outside 1d, with tensor size 1 and for a sequence that does not
+# split (GPT's and BERT's T, ViT's patches plus the class token).
 # Usage: tensor_parallel_test.sh TESSERA
 set -u
 here=$(dirname "$0")
@@ -71,11 +72,13 @@ mpi 2 60 "$tessera" train --config "$cfg" --set parallel.tensor.size=2 \
 expect_error "sequence parallel, T not divisible" \
   "expected the sequence length (train.seq_len or model.context_length) 15 divisible by parallel.tensor.size 2" 30
 # BERT (vocab-parallel word embeddings and tied MLM decoder) and ViT under tp 2 equal their serial
-# runs, dropout on.
+# runs, dropout on, with sequence parallelism too (BERT's T 64 and ViT's 7 x 7 patches + the class
+# token, 50 tokens at image_size 28, split over 2 ranks).
 for model in bert vit; do
   mcfg=$here/../../../tools/configs/$model-tiny.json
   mcommon=(--config "$mcfg" --set train.steps=6 --set schedule.warmup_steps=2 --set logging.log_every=1
-           --set model.dropout=0.1)
+           --set model.dropout=0.1 --set model.attn_dropout=0.1)
+  [ "$model" = vit ] && mcommon+=(--set model.image_size=28)
   mpi 1 300 "$tessera" train "${mcommon[@]}" --set checkpoint.dir="$work/$model-serial" \
     --set logging.metrics="$work/$model-serial.jsonl"
   expect_ok "$model serial" "step 6/6"
@@ -83,9 +86,19 @@ for model in bert vit; do
     --set checkpoint.dir="$work/$model-tp2" --set logging.metrics="$work/$model-tp2.jsonl"
   expect_ok "$model tp 2" "tensor parallel: 1d over 2 ranks"
   compare "$model serial vs tp 2" "$work/$model-serial.jsonl" "$work/$model-tp2.jsonl"
+  mpi 2 300 "$tessera" train "${mcommon[@]}" --set parallel.tensor.size=2 \
+    --set parallel.tensor.sequence_parallel=true --set checkpoint.dir="$work/$model-tp2sp" \
+    --set logging.metrics="$work/$model-tp2sp.jsonl"
+  expect_ok "$model tp 2 sequence parallel" "groups [0,1], sequence parallel"
+  compare "$model serial vs tp 2 sequence parallel" "$work/$model-serial.jsonl" \
+    "$work/$model-tp2sp.jsonl"
 done
 mpi 2 60 "$tessera" train --config "$here/../../../tools/configs/bert-tiny.json" \
+  --set parallel.tensor.size=2 --set parallel.tensor.sequence_parallel=true --set train.seq_len=15
+expect_error "sequence parallel for BERT, T not divisible" \
+  "expected the sequence length (train.seq_len or model.max_positions) 15 divisible by parallel.tensor.size 2" 30
+mpi 2 60 "$tessera" train --config "$here/../../../tools/configs/vit-tiny.json" \
   --set parallel.tensor.size=2 --set parallel.tensor.sequence_parallel=true
-expect_error "sequence parallel for BERT" \
-  "parallel.tensor.sequence_parallel with model.type bert: sequence parallelism is available for GPT" 30
+expect_error "sequence parallel for ViT, tokens not divisible" \
+  "expected ViT's token sequence (num_patches + 1 = (model.image_size 32 / model.patch_size 4)^2 + 1 = 65) divisible by parallel.tensor.size 2" 30
 finish

@@ -3,7 +3,9 @@
 // and every gradient, gathered by its placement, must match the serial one (1e-5 relative), with
 // and without dropout, for odd vocabularies (padded) and with data parallelism beside; all of it
 // again with sequence parallelism (parallel.tensor.sequence_parallel), whose activation bytes per
-// rank (the allocator's counters) are printed beside those without and must be smaller.
+// rank (the allocator's counters) are printed beside those without and must be smaller. BERT
+// (post-LN, key-padding mask, masked-LM and classification heads) and ViT (class token) twins
+// likewise, sequence parallel too: their loss and every gradient equal the serial model's.
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -13,8 +15,10 @@
 #include "autograd/ops.h"
 #include "core/allocator.h"
 #include "core/factory.h"
+#include "models/bert/bert.h"
 #include "models/gpt/gpt.h"
 #include "models/nn/nn.h"
+#include "models/vit/vit.h"
 #include "parallel/comm/mpi_runtime.h"
 #include "parallel/mesh/parallel_context.h"
 #include "parallel/tensor/placement_ops.h"
@@ -114,6 +118,143 @@ void check_gpt(const ParallelContext& ctx, int64_t vocab, double dropout, bool t
   RANK_CHECK(error.find("expected the sequence length T 7 divisible by parallel.tensor.size") !=
                  std::string::npos,
              what, ": T 7 gave '", error, "'");
+}
+
+// The message of what `fn` throws ("" when it does not).
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string layout_name(const ParallelContext& ctx) {
+  return str_cat(" on tp ", ctx.config().tensor.size, " x dp ", ctx.config().data,
+                 ctx.config().tensor.sequence_parallel ? " sequence parallel" : "");
+}
+
+bert::BertConfig tiny_bert(double dropout) {
+  bert::BertConfig c;
+  c.vocab_size = 37;  // padded under tensor parallelism
+  c.max_positions = 16;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.d_model = 32;
+  c.mlp_hidden = 64;
+  c.dropout = dropout;
+  c.attn_dropout = dropout;
+  c.num_labels = 3;
+  return c;
+}
+
+// A serial BERT and its twin from one seed: the masked-LM plus classification loss over a batch
+// with padding (key_padding_mask), with and without token types, and every gradient; then the
+// eval logits of both heads.
+void check_bert(const ParallelContext& ctx, double dropout, bool token_types) {
+  const bool sp = ctx.config().tensor.sequence_parallel;
+  const std::string what = str_cat("BERT dropout ", dropout, token_types ? " token types" : "",
+                                   layout_name(ctx));
+  const bert::BertConfig c = tiny_bert(dropout);
+  Generator g_serial(7), g_twin(7);
+  bert::Bert serial(c, g_serial);
+  bert::Bert twin(c, nn::BuildContext(g_twin, &ctx));
+  RANK_CHECK(g_serial.offset() == g_twin.offset(), what, ": the twin drew ", g_twin.offset(),
+             " counters, the serial ", g_serial.offset());
+  Generator data(11);
+  const int64_t t = 16;
+  Tensor ids = randint(0, c.vocab_size, {3, t}, {.dtype = DType::i64}, &data);
+  Tensor types =
+      token_types ? randint(0, c.type_vocab_size, {3, t}, {.dtype = DType::i64}, &data) : Tensor();
+  Tensor mask = ones({3, t}, {.dtype = DType::i64});
+  mask.narrow(0, 1, 1).narrow(1, 10, t - 10).fill_(0);  // row 1: 6 padding positions at the end
+  mask.narrow(0, 2, 1).narrow(1, 13, t - 13).fill_(0);
+  Tensor labels = randint(0, c.vocab_size, {3, t}, {.dtype = DType::i64}, &data);
+  labels.narrow(1, 0, 3).fill_(-100);  // some positions not masked
+  Tensor classes = randint(0, c.num_labels, {3}, {.dtype = DType::i64}, &data);
+  auto loss = [&](bert::Bert& m) {
+    Tensor h = m.forward(ids, types, mask);
+    return m.mlm_loss(h, labels) + m.classification_loss(h, classes);
+  };
+  manual_seed(5);
+  Tensor want = loss(serial);
+  autograd::backward({want});
+  manual_seed(5);
+  Tensor got = loss(twin);
+  autograd::backward({got});
+  check_close(got, want, what + " loss");
+  check_grads(twin, serial, ctx, what);
+  {
+    autograd::NoGradGuard no_grad;
+    serial.eval();
+    twin.eval();
+    Tensor hs = serial.forward(ids, types, mask), ht = twin.forward(ids, types, mask);
+    check_close(ht, hs, what + " hidden states (gathered)");
+    check_close(twin.mlm_logits(ht), serial.mlm_logits(hs), what + " masked-LM logits");
+    check_close(twin.classify(ht), serial.classify(hs), what + " classification logits");
+  }
+  if (!sp) return;
+  // T must split over the group: every rank refuses before any collective.
+  Tensor odd = ids.narrow(1, 0, 7).contiguous();
+  const std::string error = error_of([&] { twin.forward(odd); });
+  RANK_CHECK(error.find(str_cat("expected the sequence length T 7 divisible by "
+                                "parallel.tensor.size ",
+                                ctx.config().tensor.size)) != std::string::npos,
+             what, ": T 7 gave '", error, "'");
+}
+
+vit::ViTConfig tiny_vit(double dropout) {
+  vit::ViTConfig c;
+  c.image_size = 12;
+  c.patch_size = 4;  // 9 patches + the class token: 10 tokens
+  c.in_channels = 3;
+  c.num_classes = 5;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.d_model = 32;
+  c.dropout = dropout;
+  c.attn_dropout = dropout;
+  return c;
+}
+
+// A serial ViT and its twin from one seed: loss and every gradient. Under sequence parallelism
+// the 10 tokens split over 2 ranks; on 4 (no square grid plus one divides by 4) the twin refuses
+// at construction, naming the numbers.
+void check_vit(const ParallelContext& ctx, double dropout) {
+  const bool sp = ctx.config().tensor.sequence_parallel;
+  const int p = ctx.config().tensor.size;
+  const std::string what = str_cat("ViT dropout ", dropout, layout_name(ctx));
+  const vit::ViTConfig c = tiny_vit(dropout);
+  Generator g_serial(7), g_twin(7);
+  vit::ViT serial(c, g_serial);
+  if (sp && (c.num_patches() + 1) % p != 0) {
+    const std::string error = error_of([&] { vit::ViT twin(c, nn::BuildContext(g_twin, &ctx)); });
+    RANK_CHECK(error.find(str_cat("num_patches + 1 = 9 + 1 = 10, image_size 12 / patch_size 4 "
+                                  "squared, plus the class token) divisible by "
+                                  "parallel.tensor.size ",
+                                  p)) != std::string::npos,
+               what, ": 10 tokens on ", p, " ranks gave '", error, "'");
+    return;
+  }
+  vit::ViT twin(c, nn::BuildContext(g_twin, &ctx));
+  RANK_CHECK(g_serial.offset() == g_twin.offset(), what, ": the twin drew ", g_twin.offset(),
+             " counters, the serial ", g_serial.offset());
+  Generator data(11);
+  Tensor images = randn({3, 3, 12, 12}, {}, &data);
+  Tensor labels = randint(0, c.num_classes, {3}, {.dtype = DType::i64}, &data);
+  manual_seed(5);
+  Tensor want = serial.loss(images, labels);
+  autograd::backward({want});
+  manual_seed(5);
+  Tensor got = twin.loss(images, labels);
+  autograd::backward({got});
+  check_close(got, want, what + " loss");
+  check_grads(twin, serial, ctx, what);
+  autograd::NoGradGuard no_grad;
+  serial.eval();
+  twin.eval();
+  check_close(twin.forward(images), serial.forward(images), what + " logits");
 }
 
 // The linear pair alone, as MLP uses it, on odd batch shapes.
@@ -247,7 +388,7 @@ int main(int argc, char** argv) {
     std::vector<Layout> layouts = {{n, 1, false}, {n, 1, true}};
     if (n == 4) layouts.insert(layouts.end(), {{2, 2, false}, {2, 2, true}});
     check_dropout_slice();
-    int cases = 0, sp_cases = 0;
+    int cases = 0, sp_cases = 0, other_cases = 0, other_sp_cases = 0;
     for (const auto& [tp, dp, sp] : layouts) {
       parallel::ParallelConfig config;
       config.data = dp;
@@ -271,12 +412,19 @@ int main(int argc, char** argv) {
         ++cases;
         sp_cases += 5;
       }
+      for (double dropout : {0.0, 0.1}) check_bert(ctx, dropout, /*token_types=*/dropout > 0.0);
+      check_bert(ctx, 0.1, /*token_types=*/false);
+      check_vit(ctx, 0.0);
+      check_vit(ctx, 0.1);
+      other_cases += 5;
+      if (sp) other_sp_cases += 5;
     }
     world->barrier()->wait();
     if (world->rank() == 0)
-      std::printf("tp layers: %d GPT cases (%d sequence parallel) on %d ranks (%lld checks on "
-                  "rank 0)\n",
-                  cases, sp_cases, n, static_cast<long long>(parallel::testing::checks_passed()));
+      std::printf("tp layers: %d GPT cases (%d sequence parallel), %d BERT and ViT cases (%d "
+                  "sequence parallel) on %d ranks (%lld checks on rank 0)\n",
+                  cases, sp_cases, other_cases, other_sp_cases, n,
+                  static_cast<long long>(parallel::testing::checks_passed()));
     return 0;
   });
 }
