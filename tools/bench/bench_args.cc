@@ -64,4 +64,9 @@ std::vector<std::pair<int64_t, int64_t>> parse_shapes(const std::string& flag,
   return shapes;
 }
 
+bool reports_usage_errors() {
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");  // set by mpirun
+  return !rank || std::string(rank) == "0";
+}
+
 }  // namespace tessera::bench

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -29,6 +30,21 @@ class ArgCursor {
   std::vector<std::string> args_;
   size_t i_ = size_t(-1);
 };
+
+// Subcommands run under mpirun: every rank reads the same command line, so only rank 0 (or a
+// process started without mpirun) reports a UsageError. parse(argv[first..argc)) on every rank:
+// the arguments, or nullopt on a rank that stays quiet (its caller exits with status 2).
+bool reports_usage_errors();
+template <typename Args>
+std::optional<Args> parse_on_every_rank(Args (*parse)(const std::vector<std::string>&), int argc,
+                                        char** argv, int first) {
+  try {
+    return parse(std::vector<std::string>(argv + first, argv + argc));
+  } catch (const UsageError&) {
+    if (reports_usage_errors()) throw;
+    return std::nullopt;
+  }
+}
 
 // A whole decimal integer in [min, max], else UsageError naming the flag.
 int64_t parse_int(const std::string& flag, const std::string& text, int64_t min, int64_t max);

@@ -282,15 +282,9 @@ void bench_data_parallel(const std::shared_ptr<Communicator>& world, const Args&
 }  // namespace
 
 int run_comm_command(int argc, char** argv, int first) {
-  Args args;
-  try {
-    args = parse_args(std::vector<std::string>(argv + first, argv + argc));
-  } catch (const UsageError&) {
-    // Every rank reads the same command line: let rank 0 alone report it (mpirun sets the rank).
-    const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
-    if (!rank || std::string(rank) == "0") throw;
-    return 2;
-  }
+  const std::optional<Args> parsed = parse_on_every_rank(parse_args, argc, argv, first);
+  if (!parsed) return 2;
+  const Args& args = *parsed;
   return parallel::run_distributed(
       argc, argv, [&](const std::shared_ptr<parallel::Communicator>& world) {
         if (world->rank() == 0) {

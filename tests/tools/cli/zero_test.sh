@@ -53,6 +53,13 @@ train tp2dp2-s2 4 "zero: stage 2 over 2 data ranks" --set parallel.tensor.size=2
   --set checkpoint.dir="$work/ck-tp2dp2-s2"
 compare "tp 2 x dp 2: stage 0 vs stage 2" "$work/tp2dp2-s0.jsonl" "$work/tp2dp2-s2.jsonl" 1e-5
 
+# Every strategy landed, combined: tp 2 with sequence parallelism x dp 2 x ZeRO stage 2 x gradient
+# accumulation gives the single-process serial run's losses (f32; no dropout in tiny_gpt).
+train serial 1 "step 20/20"
+train all 4 "sequence parallel" --set parallel.tensor.size=2 \
+  --set parallel.tensor.sequence_parallel=true --set zero.stage=2
+compare "serial vs tp 2 + sequence parallel x dp 2 x ZeRO 2" "$work/serial.jsonl" "$work/all.jsonl" 1e-5
+
 # Checkpoints hold the plain optimizer's state by parameter name: each resumes under the other.
 resume() {  # resume NAME N CHECKPOINT_DIR ARGS...: steps 21-24 from the checkpoint at step 20
   local name=$1 n=$2 dir=$3
