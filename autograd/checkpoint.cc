@@ -1,6 +1,7 @@
 // Activation checkpointing: the forward runs without recording a graph; backward re-runs fn on the
 // saved inputs with grad on (default generator rewound so random ops replay) and backpropagates
 // through that recomputed graph, which also accumulates into parameters fn uses.
+#include "autograd/deferred_grad.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 
@@ -63,7 +64,11 @@ struct CheckpointBackward final : Node {
       roots.push_back(recomputed[i]);
       root_grads.push_back(grads[i]);
     }
-    if (!roots.empty()) autograd::backward(roots, root_grads, {.retain_graph = false, .create_graph = create_graph});
+    if (!roots.empty()) {
+      // The inputs' gradients are read from `detached` just below: none may be deferred.
+      autograd::NoWeightGradDeferral no_deferral;
+      autograd::backward(roots, root_grads, {.retain_graph = false, .create_graph = create_graph});
+    }
     std::vector<Tensor> out(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i)
       if (needs_input_grad(i) && detached[i].defined()) out[i] = detached[i].grad();

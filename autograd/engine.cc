@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/deferred_grad.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
@@ -212,6 +213,8 @@ std::vector<Tensor> grad(const std::vector<Tensor>& roots, const std::vector<Ten
   }
   std::vector<Edge> edges;
   for (const Tensor& r : roots) edges.push_back(gradient_edge(r));
+  // grad() returns the gradients it captures: a deferred one would be missing from the result.
+  NoWeightGradDeferral no_deferral;
   GraphTask task(opts, /*accumulate=*/false);
   task.discover(edges);
   task.restrict_to(captures);

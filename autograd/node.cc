@@ -5,6 +5,7 @@
 #include <atomic>
 #include <limits>
 
+#include "autograd/deferred_grad.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 
@@ -57,6 +58,13 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   TS_CHECK(g.shape() == leaf_.shape(), "AccumulateGrad", "expected a gradient of shape ",
            shape_str(leaf_.shape()), ", got ", shape_str(g.shape()));
   if (g.dtype() != leaf_.dtype()) g = to_dtype(g, leaf_.dtype());
+  if (WeightGradQueue* queue = weight_grad_queue_joining(*this)) {
+    // Part of this leaf's gradient waits in the queue (DeferWeightGrads): this part waits with it,
+    // so the leaf gets its whole gradient, and its hooks fire, once, in WeightGradQueue::run.
+    // The engine never modifies a gradient in place, so holding `g` until then is safe.
+    queue->push(Edge{shared_from_this(), 0}, [g] { return g; });
+    return {};
+  }
   const bool create_graph = is_grad_enabled();
   Tensor old = leaf_.grad();
   if (!old.defined()) {

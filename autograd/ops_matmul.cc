@@ -1,5 +1,8 @@
 // Differentiable matrix products: matmul with NumPy semantics (1-D promotion, batch broadcasting)
 // and linear (one GEMM over the flattened leading dims of x, bias fused as the GEMM's accumulator).
+#include <functional>
+
+#include "autograd/deferred_grad.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "kernels/kernels.h"
@@ -11,6 +14,7 @@ using autograd::make_node;
 using autograd::Node;
 using autograd::SavedTensor;
 using autograd::set_history;
+using autograd::WeightGradQueue;
 
 // The common floating dtype of the operands; integer or bool operands are refused.
 DType floating_result_type(const char* op, std::initializer_list<const Tensor*> ts) {
@@ -43,8 +47,34 @@ Tensor raw_batched_matmul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+// Queues `compute` over `saved` for a deferred weight gradient. The tensors are kept as
+// SavedTensors, so W throws if one was modified in place since B instead of using changed data.
+void defer(WeightGradQueue& queue, const autograd::Edge& edge, const char* op,
+           std::vector<Tensor> saved, std::function<Tensor(const std::vector<Tensor>&)> compute) {
+  std::vector<SavedTensor> kept;
+  for (const Tensor& t : saved) kept.emplace_back(t.detach());  // data only: no graph kept alive
+  queue.push(edge, [op, kept = std::move(kept), compute = std::move(compute)] {
+    std::vector<Tensor> ts;
+    for (const SavedTensor& s : kept) ts.push_back(s.unpack(op));
+    return compute(ts);
+  });
+}
+
+// Gradient of matmul's right operand b from a (batch_a..., M, K) and g (batch..., M, N).
+Tensor matmul_grad_b(const Tensor& a, const Tensor& g, const Shape& b_shape) {
+  const int64_t k = a.size(-1), n = g.size(-1);
+  if (b_shape.size() == 2 && a.dim() > 2) {
+    // A weight shared by every batch entry: one GEMM over all the flattened rows instead of a
+    // batched product followed by a reduction.
+    const int64_t rows = shape_numel(Shape(a.shape().begin(), a.shape().end() - 1));
+    return matmul(transpose(reshape(a, {rows, k}), 0, 1), reshape(g, {rows, n}));
+  }
+  return sum_to(matmul(transpose(a, -1, -2), g), b_shape);
+}
+
 // Gradients of a batched product whose operands are at least 2-D. The backward is written with the
-// differentiable ops, so it records a graph itself under create_graph.
+// differentiable ops, so it records a graph itself under create_graph. Under DeferWeightGrads a
+// leaf b's gradient is queued (a weight used via matmul).
 struct MatmulBackward final : Node {
   SavedTensor a, b;
   std::string name() const override { return "MatmulBackward"; }
@@ -57,14 +87,13 @@ struct MatmulBackward final : Node {
       out[0] = sum_to(matmul(g, transpose(bv, -1, -2)), av.shape());
     }
     if (needs_input_grad(1)) {
-      const int64_t k = av.size(-1), n = g.size(-1);
-      if (bv.dim() == 2 && av.dim() > 2) {
-        // A weight shared by every batch entry: one GEMM over all the flattened rows instead of a
-        // batched product followed by a reduction.
-        const int64_t rows = shape_numel(Shape(av.shape().begin(), av.shape().end() - 1));
-        out[1] = matmul(transpose(reshape(av, {rows, k}), 0, 1), reshape(g, {rows, n}));
+      if (WeightGradQueue* queue = autograd::weight_grad_queue_for(*this, 1)) {
+        defer(*queue, next_edges[1], "matmul", {av, g},
+              [b_shape = bv.shape()](const std::vector<Tensor>& t) {
+                return matmul_grad_b(t[0], t[1], b_shape);
+              });
       } else {
-        out[1] = sum_to(matmul(transpose(av, -1, -2), g), bv.shape());
+        out[1] = matmul_grad_b(av, g, bv.shape());
       }
     }
     return out;
@@ -85,6 +114,13 @@ Tensor matmul_2d_plus(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+// linear's weight gradient (out, in) from g (rows, out) and x2 (rows, in): one GEMM over all rows.
+Tensor linear_grad_weight(const Tensor& g, const Tensor& x2) {
+  return matmul(transpose(g, 0, 1), x2);
+}
+Tensor linear_grad_bias(const Tensor& g) { return sum(g, {0}); }  // (out)
+
+// Under DeferWeightGrads the weight's and bias's gradients are queued when they go to leaves.
 struct LinearBackward final : Node {
   SavedTensor x, weight;  // x (..., in), weight (out, in)
   Shape x_shape;
@@ -98,9 +134,21 @@ struct LinearBackward final : Node {
     if (needs_input_grad(0)) out[0] = reshape(matmul(g, w), x_shape);
     if (needs_input_grad(1)) {
       Tensor x2 = reshape(x.unpack("linear"), {rows, w.size(1)});  // (rows, in)
-      out[1] = matmul(transpose(g, 0, 1), x2);                    // (out, in): one GEMM over all rows
+      if (WeightGradQueue* queue = autograd::weight_grad_queue_for(*this, 1)) {
+        defer(*queue, next_edges[1], "linear", {g, x2},
+              [](const std::vector<Tensor>& t) { return linear_grad_weight(t[0], t[1]); });
+      } else {
+        out[1] = linear_grad_weight(g, x2);
+      }
     }
-    if (needs_input_grad(2)) out[2] = sum(g, {0});
+    if (needs_input_grad(2)) {
+      if (WeightGradQueue* queue = autograd::weight_grad_queue_for(*this, 2)) {
+        defer(*queue, next_edges[2], "linear", {g},
+              [](const std::vector<Tensor>& t) { return linear_grad_bias(t[0]); });
+      } else {
+        out[2] = linear_grad_bias(g);
+      }
+    }
     return out;
   }
   void release_saved() override {

@@ -31,10 +31,12 @@ std::vector<ParamGroup> param_groups_with_decay(const NamedTensors& named_params
   ParamGroup no_decay{.params = {}, .lr = std::nullopt, .weight_decay = 0.0};
   for (const auto& [name, t] : named_params) {
     TS_CHECK(t.defined(), "param_groups_with_decay", "expected a defined tensor for '", name, "'");
-    (t.dim() <= 1 || no_decay_name(name) ? no_decay : decay).params.push_back(t);
+    (decays_weight(name, t.dim()) ? decay : no_decay).params.push_back(t);
   }
   return {decay, no_decay};
 }
+
+bool decays_weight(const std::string& name, int64_t dims) { return dims > 1 && !no_decay_name(name); }
 
 const Tensor& Optimizer::ParamState::get(const std::string& name) const {
   for (const auto& [n, t] : tensors)

@@ -29,6 +29,8 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 // "bias" or "norm" or has a dot-separated part starting with "ln" (ln_1.weight, ln_f.weight). Both
 // groups are always returned (possibly empty) so the state layout does not depend on the model.
 std::vector<ParamGroup> param_groups_with_decay(const NamedTensors& named_params, double weight_decay);
+// The rule above: whether a parameter of this name and number of dims goes to the decaying group.
+bool decays_weight(const std::string& name, int64_t dims);
 
 // Everything an optimizer needs to resume bit for bit. meta holds the scalars:
 //   {"type": "adamw", "param_groups": [{<options>, "params": [0, 1]}, ...],

@@ -44,7 +44,7 @@ int64_t sample_token(const std::vector<float>& logits, double temperature, int64
 }
 
 Tensor GPT::generate(const Tensor& ids, int64_t max_new_tokens, double temperature, int64_t top_k,
-                     Generator& gen) {
+                     Generator& gen, const NextLogits& next_logits) {
   TS_CHECK(ids.defined() && ids.dim() == 2 && ids.size(1) >= 1, "generate",
            "expected prompt ids (B, T >= 1), got ", ids.defined() ? ids.describe() : "undefined");
   TS_CHECK(max_new_tokens >= 0, "generate", "expected max_new_tokens >= 0, got ", max_new_tokens);
@@ -62,9 +62,10 @@ Tensor GPT::generate(const Tensor& ids, int64_t max_new_tokens, double temperatu
   Tensor out = ids.to(DType::i64).contiguous();  // (B, T)
   for (int64_t step = 0; step < max_new_tokens; ++step) {
     const int64_t t = out.size(1), window = std::min(t, config_.context_length);
-    Tensor logits = forward(out.narrow(1, t - window, window));        // (B, W, V)
+    const Tensor w = out.narrow(1, t - window, window);
+    Tensor logits = next_logits ? next_logits(w) : forward(w).select(1, window - 1);  // (B, V)
     // f32 on the CPU whatever the model's dtype and device (a bf16/f16 model gives 16-bit logits).
-    Tensor last = logits.select(1, window - 1).to(kCPU).to(DType::f32).contiguous();  // (B, V)
+    Tensor last = logits.to(kCPU).to(DType::f32).contiguous();
     const float* rows = last.data<float>();
     std::vector<double> draws(size_t(b), 0.0);
     if (temperature > 0.0) {

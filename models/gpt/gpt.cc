@@ -12,43 +12,85 @@ GPT::GPT(const GPTConfig& config, const nn::BuildContext& ctx) : config_(config)
   TS_CHECK(c.context_length % seq_.parts() == 0, "GPT", "expected context_length ",
            c.context_length, " divisible by parallel.tensor.size ", seq_.parts(),
            " under parallel.tensor.sequence_parallel");
-  wte_ = register_module(
-      "wte",
-      nn::make_embedding({.num_embeddings = c.vocab_size, .dim = c.d_model, .init_std = c.init_std},
-                         ctx, nn::ParallelStyle::vocab));
-  wpe_ = register_module(
-      "wpe",
-      nn::make_embedding(
-          {.num_embeddings = c.context_length, .dim = c.d_model, .init_std = c.init_std}, ctx));
+  // Parameter counts that balance the "parameters" partition (embeddings on the first stage, the
+  // final norm and an untied head on the last).
+  const int64_t d = c.d_model, biases = c.bias ? 4 * d + c.mlp_hidden + d : 0;
+  const int64_t block_params = 4 * d * d + 2 * d * c.mlp_hidden + biases + 4 * d;
+  stage_ = nn::PipelineStage::plan(ctx, c.n_layers, block_params,
+                                   (c.vocab_size + c.context_length) * d,
+                                   2 * d + (c.tie_embeddings ? 0 : c.vocab_size * d));
+  // Layers this rank does not hold are built aside and dropped, in the serial order, so the
+  // generator draws every held weight at its serial offset.
+  auto make_wte = [&] {
+    return nn::make_embedding(
+        {.num_embeddings = c.vocab_size, .dim = c.d_model, .init_std = c.init_std}, ctx,
+        nn::ParallelStyle::vocab);
+  };
+  if (stage_.holds_embeddings() || (stage_.holds_head() && c.tie_embeddings)) {
+    wte_ = register_module("wte", make_wte());
+    stage_.hold("wte", *wte_);
+  } else {
+    stage_.skip("wte", make_wte);
+  }
+  auto make_wpe = [&] {
+    return nn::make_embedding(
+        {.num_embeddings = c.context_length, .dim = c.d_model, .init_std = c.init_std}, ctx);
+  };
+  if (stage_.holds_embeddings()) {
+    wpe_ = register_module("wpe", make_wpe());
+    stage_.hold("wpe", *wpe_);
+  } else {
+    stage_.skip("wpe", make_wpe);
+  }
   drop_ = register_module("drop", std::make_shared<nn::Dropout>(c.dropout, seq_.dropout_chunk()));
   h_ = register_module("h", std::make_shared<nn::ModuleList>());
   for (int64_t i = 0; i < c.n_layers; ++i) {
-    h_->push_back(nn::make_block({.d_model = c.d_model,
-                                  .n_heads = c.n_heads,
-                                  .mlp_hidden = c.mlp_hidden,
-                                  .causal = true,
-                                  .pre_ln = true,
-                                  .ln_eps = c.ln_eps,
-                                  .gelu = "tanh",
-                                  .bias = c.bias,
-                                  .dropout = c.dropout,
-                                  .attn_dropout = c.attn_dropout,
-                                  .init_std = c.init_std,
-                                  .residual_layers = c.n_layers,
-                                  .checkpoint = c.checkpoint},
-                                 ctx));
+    auto make = [&] {
+      return nn::make_block({.d_model = c.d_model,
+                             .n_heads = c.n_heads,
+                             .mlp_hidden = c.mlp_hidden,
+                             .causal = true,
+                             .pre_ln = true,
+                             .ln_eps = c.ln_eps,
+                             .gelu = "tanh",
+                             .bias = c.bias,
+                             .dropout = c.dropout,
+                             .attn_dropout = c.attn_dropout,
+                             .init_std = c.init_std,
+                             .residual_layers = c.n_layers,
+                             .checkpoint = c.checkpoint},
+                            ctx);
+    };
+    const std::string name = "h." + std::to_string(i);
+    if (!stage_.holds_block(i)) {
+      stage_.skip(name, make);
+      block_slot_.push_back(-1);
+      continue;
+    }
+    block_slot_.push_back(int64_t(h_->size()));
+    stage_.hold(name, *h_->push_back(make(), std::to_string(i)));
   }
-  ln_f_ = register_module(
-      "ln_f", nn::make_layer_norm({.dim = c.d_model, .eps = c.ln_eps, .grad_group = seq_.group()}));
+  auto make_ln_f = [&] {
+    return nn::make_layer_norm({.dim = c.d_model, .eps = c.ln_eps, .grad_group = seq_.group()});
+  };
   const nn::LMHeadSpec head{
       .d_model = c.d_model, .vocab_size = c.vocab_size, .bias = false, .init_std = c.init_std};
-  lm_head_ = register_module(
-      "lm_head", c.tie_embeddings
-                     ? nn::make_tied_lm_head(head, *wte_, ctx, nn::ParallelStyle::vocab)
-                     : nn::make_lm_head(head, ctx, nn::ParallelStyle::vocab));
+  auto make_head = [&]() -> std::shared_ptr<nn::LMHead> {
+    return c.tie_embeddings ? nn::make_tied_lm_head(head, *wte_, ctx, nn::ParallelStyle::vocab)
+                            : nn::make_lm_head(head, ctx, nn::ParallelStyle::vocab);
+  };
+  if (stage_.holds_head()) {
+    ln_f_ = register_module("ln_f", make_ln_f());
+    stage_.hold("ln_f", *ln_f_);
+    lm_head_ = register_module("lm_head", make_head());
+    stage_.hold("lm_head", *lm_head_);
+  } else {
+    stage_.skip("ln_f", make_ln_f);
+    if (!c.tie_embeddings) stage_.skip("lm_head", make_head);  // a tied head draws nothing
+  }
 }
 
-Tensor GPT::hidden(const Tensor& ids) {
+Tensor GPT::embed(const Tensor& ids) {
   TS_CHECK(ids.defined() && ids.dim() == 2 && ids.size(1) >= 1 &&
                ids.size(1) <= config_.context_length &&
                (ids.dtype() == DType::i64 || ids.dtype() == DType::i32),
@@ -59,9 +101,28 @@ Tensor GPT::hidden(const Tensor& ids) {
   Tensor pos = arange(0, double(t), 1.0, {.dtype = DType::i64, .device = ids.device()});  // (T)
   // Sequence parallel: the token embedding gives this rank's rows (B, T/P, C), and the positions,
   // looked up whole, are cut to the same rows (T/P, C).
-  Tensor x = drop_->forward(wte_->forward(ids) + seq_.scatter(wpe_->forward(pos), 0));
-  for (size_t i = 0; i < h_->size(); ++i) x = h_->at<nn::Block>(i)->forward(x);
-  return ln_f_->forward(x);  // (B, T, C); sequence parallel: (B, T/P, C)
+  return drop_->forward(wte_->forward(ids) + seq_.scatter(wpe_->forward(pos), 0));
+}
+
+Tensor GPT::run_blocks(Tensor x, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) x = h_->at<nn::Block>(size_t(block_slot_[i]))->forward(x);
+  return x;
+}
+
+Tensor GPT::hidden(const Tensor& ids) {
+  TS_CHECK(!stage_.pipelined(), "GPT",
+           "expected the whole model on this rank, got pipeline stage ", stage_.rank(), " of ",
+           stage_.ranks(), " (use stage_forward)");
+  return ln_f_->forward(run_blocks(embed(ids), 0, config_.n_layers));  // sequence parallel: T/P
+}
+
+Tensor GPT::stage_forward(int chunk, const Tensor& input, const Tensor& targets) {
+  const parallel::pipeline::BlockRange blocks = stage_.chunk_blocks(chunk);
+  Tensor x = run_blocks(stage_.first_chunk(chunk) ? embed(input) : input, blocks.begin, blocks.end);
+  if (!stage_.last_chunk(chunk)) return x;
+  x = ln_f_->forward(x);
+  if (!targets.defined()) return lm_head_->forward(x);
+  return lm_head_->loss(x, targets.dtype() == DType::i64 ? targets : targets.to(DType::i64));
 }
 
 Tensor GPT::forward(const Tensor& ids) {

@@ -3,12 +3,14 @@
 // models/nn factories; parameter names follow GPT-2 (wte, wpe, h.N.attn.c_attn, ln_f, lm_head).
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "core/generator.h"
 #include "models/gpt/gpt_config.h"
 #include "models/nn/nn.h"
 #include "models/nn/parallel/sequence_1d.h"
+#include "models/nn/pipeline_stage.h"
 
 namespace tessera::gpt {
 
@@ -18,7 +20,8 @@ class GPT : public nn::Module {
   // residual projections of each block N(0, init_std / sqrt(2 * n_layers)), zero biases, unit
   // LayerNorm gains.
   // Under a context with tensor parallelism the layers are their 1D twins (factory.h), holding the
-  // shards of the weights the serial GPT draws from the same generator.
+  // shards of the weights the serial GPT draws from the same generator. Under pipeline parallelism
+  // this rank builds only its stages' layers (pipeline_stage.h), with the serial model's weights.
   GPT(const GPTConfig& config, const nn::BuildContext& ctx);
   std::string type_name() const override { return "GPT"; }
 
@@ -31,13 +34,22 @@ class GPT : public nn::Module {
   // Mean cross-entropy of forward(ids) against targets (B, T) (-100 entries are ignored).
   Tensor loss(const Tensor& ids, const Tensor& targets);
 
+  // Pipeline parallelism: local model chunk `chunk`'s part of the forward. input: the ids (B, T)
+  // on global stage 0, else the previous stage's hidden states (B, T, C). Returns the hidden
+  // states, or on the last stage the mean loss against targets (undefined targets: the logits).
+  // Serially (one stage) stage_forward(0, ids, targets) is loss(ids, targets).
+  Tensor stage_forward(int chunk, const Tensor& input, const Tensor& targets);
+  const nn::PipelineStage& stage() const { return stage_; }
   // Appends max_new_tokens tokens to ids (B, T0) and returns them all (B, T0 + max_new_tokens) i64.
   // Each step looks at the last context_length tokens. temperature 0 picks the most likely token
   // (greedy, the first of ties); otherwise a token is drawn from softmax(logits / temperature)
   // restricted to the top_k most likely (top_k <= 0: all), one uniform draw per row from gen.
   // Runs without gradients and in eval mode (the training flag is restored).
+  // next_logits(window (B, W)) gives the last position's logits (B, V); by default forward()'s.
+  // A pipelined model passes one that runs the stages and shares the last stage's logits.
+  using NextLogits = std::function<Tensor(const Tensor& window)>;
   Tensor generate(const Tensor& ids, int64_t max_new_tokens, double temperature, int64_t top_k,
-                  Generator& gen);
+                  Generator& gen, const NextLogits& next_logits = {});
 
   const GPTConfig& config() const { return config_; }
   const std::shared_ptr<nn::Embedding>& wte() const { return wte_; }
@@ -54,6 +66,11 @@ class GPT : public nn::Module {
   std::shared_ptr<nn::LayerNorm> ln_f_;
   std::shared_ptr<nn::LMHead> lm_head_;
   nn::SequenceSplit seq_;  // off unless parallel.tensor.sequence_parallel
+  nn::PipelineStage stage_;
+  std::vector<int64_t> block_slot_;  // global block index -> position in h_ (-1: not held)
+
+  Tensor embed(const Tensor& ids);
+  Tensor run_blocks(Tensor x, int64_t begin, int64_t end);
 };
 
 // Picks the next token from one row of logits (V), as generate() does; u is a uniform draw in

@@ -13,9 +13,11 @@ class ModuleList : public Module {
  public:
   std::string type_name() const override { return "ModuleList"; }
 
+  // The module's name is its position, or `name` (a pipeline stage holding blocks 4..7 names them
+  // "4".."7", as the serial model does).
   template <typename M>
-  std::shared_ptr<M> push_back(std::shared_ptr<M> module) {
-    register_module(std::to_string(items_.size()), module);
+  std::shared_ptr<M> push_back(std::shared_ptr<M> module, const std::string& name = "") {
+    register_module(name.empty() ? std::to_string(items_.size()) : name, module);
     items_.push_back(module);
     return module;
   }

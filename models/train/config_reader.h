@@ -30,6 +30,8 @@ class SectionReader {
   // A sub-object (null when absent), recorded as read.
   const nlohmann::json& object(const char* key);
   bool has(const char* key) const;
+  // A value of any type (null when absent), recorded as read: for keys another reader checks.
+  const nlohmann::json* any(const char* key) { return value(key); }
   // Throws "unknown key '<path.key>' (<path> takes: a, b, c)" for the first unread key.
   void done() const;
 

@@ -57,6 +57,21 @@ class GptTask : public Task {
     return model_->loss(b.input.to(device_), b.target.to(device_));
   }
 
+  const nn::PipelineStage* pipeline_stage() const override {
+    return model_->stage().pipelined() ? &model_->stage() : nullptr;
+  }
+  void draw_micro_batches(int64_t count, int64_t micro_batch) override {
+    batches_.clear();
+    for (int64_t i = 0; i < count; ++i) batches_.push_back(train_->next(micro_batch));
+  }
+  Tensor stage_forward(int chunk, int64_t m, const Tensor& input) override {
+    return forward_on(batches_.at(size_t(m)), chunk, input, true);
+  }
+  std::vector<std::string> tied_parameters() const override {
+    if (!config_.gpt.tie_embeddings) return {};
+    return {"wte.weight"};
+  }
+
   nlohmann::json data_state() const override { return train_->position().to_json(); }
   void load_data_state(const nlohmann::json& j) override {
     train_->set_position(data::DataPosition::from_json(j));
@@ -69,14 +84,31 @@ class GptTask : public Task {
     model_->eval();
     val_->set_position({});
     double loss_sum = 0, count = 0;
-    for (int64_t i = 0; i < batches; ++i) {
-      LmBatch b = val_->next(micro);
-      const double n = double(b.input.numel());
-      loss_sum += model_->loss(b.input.to(device_), b.target.to(device_)).item() * n;
-      count += n;
+    if (pipeline_) {
+      // Micro-batch after micro-batch through the stages; the last one holds the losses.
+      std::vector<LmBatch> val;
+      for (int64_t i = 0; i < batches; ++i) val.push_back(val_->next(micro));
+      const std::vector<Tensor> losses =
+          pipeline_->run_forward(int(batches), {.forward = [&](int chunk, int m, const Tensor& in) {
+                                   return forward_on(val[size_t(m)], chunk, in, true);
+                                 }});
+      for (size_t i = 0; i < losses.size(); ++i) {
+        if (!losses[i].defined()) continue;
+        const double n = double(val[i].input.numel());
+        loss_sum += losses[i].item() * n;
+        count += n;
+      }
+    } else {
+      for (int64_t i = 0; i < batches; ++i) {
+        LmBatch b = val_->next(micro);
+        const double n = double(b.input.numel());
+        loss_sum += model_->loss(b.input.to(device_), b.target.to(device_)).item() * n;
+        count += n;
+      }
     }
     model_->train();
-    const std::vector<double> total = sum_over_ranks(group, {loss_sum, count});
+    std::vector<double> total = sum_over_ranks(group, {loss_sum, count});
+    if (pipeline_) total = sum_over_ranks(&pipeline_->group(), total);
     const double loss = total[0] / total[1];
     r.metrics = {{"val_loss", loss}, {"val_ppl", std::exp(loss)}};
     std::ostringstream os;
@@ -96,9 +128,11 @@ class GptTask : public Task {
     if (prompt.empty()) prompt.push_back(0);
     std::vector<int64_t> ids(prompt.begin(), prompt.end());
     Generator gen(t.seed + 7);
+    gpt::GPT::NextLogits next_logits;
+    if (pipeline_) next_logits = [&](const Tensor& window) { return pipelined_logits(window); };
     Tensor result =
         model_->generate(from_vector<int64_t>(ids, {1, int64_t(ids.size())}).to(device_),
-                         t.sample_tokens, t.sample_temperature, t.sample_top_k, gen);
+                         t.sample_tokens, t.sample_temperature, t.sample_top_k, gen, next_logits);
     out << "sample (temperature " << t.sample_temperature << ", " << t.sample_tokens
         << " tokens):\n"
         << decode_ids(*tokenizer, result) << "\n";
@@ -116,10 +150,36 @@ class GptTask : public Task {
   }
 
  private:
+  // Chunk `chunk`'s forward on batch b: the ids on the first stage, the loss (with_loss) or the
+  // logits on the last.
+  Tensor forward_on(const LmBatch& b, int chunk, const Tensor& input, bool with_loss) {
+    const nn::PipelineStage& s = model_->stage();
+    return model_->stage_forward(chunk, s.first_chunk(chunk) ? b.input.to(device_) : input,
+                                 s.last_chunk(chunk) && with_loss ? b.target.to(device_) : Tensor());
+  }
+
+  // Generation under a pipeline: the window runs through the stages, and the last stage's logits
+  // at the last position (B, V) f32 are broadcast over the pipeline group, so every stage samples
+  // the same token.
+  Tensor pipelined_logits(const Tensor& window) {
+    const LmBatch b{.input = window, .target = Tensor()};
+    const std::vector<Tensor> out =
+        pipeline_->run_forward(1, {.forward = [&](int chunk, int, const Tensor& in) {
+                                 return forward_on(b, chunk, in, false);
+                               }});
+    Tensor last = empty({window.size(0), config_.gpt.vocab_size}, {.dtype = DType::f32});
+    parallel::Communicator& group = pipeline_->group();
+    if (out[0].defined())
+      last.copy_(out[0].select(1, window.size(1) - 1).to(kCPU).to(DType::f32));
+    group.broadcast(last, group.size() - 1)->wait();
+    return last;
+  }
+
   const TrainConfig& config_;
   Device device_;
   std::unique_ptr<LmSource> train_, val_;
   std::shared_ptr<gpt::GPT> model_;
+  std::vector<LmBatch> batches_;  // this step's micro-batches (pipeline)
 };
 
 }  // namespace

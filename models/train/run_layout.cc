@@ -34,9 +34,19 @@ void check_zero_supported(const TrainConfig& c) {
 // Rejects what the config asks for but this build cannot do yet.
 void check_supported(const TrainConfig& c) {
   const parallel::ParallelConfig& p = c.parallel;
-  TS_CHECK(p.pipeline == 1, "config", "parallel.pipeline ", p.pipeline,
-           ": pipeline parallelism is not available in this version of Tessera (data parallelism "
-           "is); set parallel.pipeline to 1");
+  if (p.pipeline > 1) {
+    TS_CHECK(c.kind == ModelKind::gpt, "config", "parallel.pipeline ", p.pipeline, " with a ",
+             model_kind_name(c.kind),
+             " model: this version of Tessera pipelines GPT only; set parallel.pipeline to 1");
+    TS_CHECK(c.train.device == "cpu", "config", "parallel.pipeline ", p.pipeline,
+             " with train.device ", c.train.device,
+             ": pipeline parallelism runs on the CPU in this version of Tessera (its transfers "
+             "go over MPI); set train.device to cpu or parallel.pipeline to 1");
+    TS_CHECK(c.zero.stage <= 1, "config", "zero.stage ", c.zero.stage, " with parallel.pipeline ",
+             p.pipeline,
+             ": a pipeline reduces each stage's gradients once after its last backward, which "
+             "ZeRO stage 1 shares; set zero.stage to 0 or 1");
+  }
   if (p.tensor.size > 1) {
     TS_CHECK(p.tensor.mode == "1d", "config", "parallel.tensor.mode ", p.tensor.mode,
              ": this version of Tessera splits layers in 1d mode only (Megatron's column / row "
@@ -102,7 +112,22 @@ int64_t resolve_layout(TrainConfig& c, int world_size) {
   TS_CHECK(t.batch_size % per_step == 0, "config", "train.batch_size ", t.batch_size,
            " must be a multiple of train.micro_batch_size x data ranks = ", t.micro_batch_size,
            " x ", p.data, " = ", per_step);
-  return t.batch_size / per_step;
+  const int64_t micro_batches = t.batch_size / per_step;
+  // The accumulation micro-batches are the pipeline's: the schedule must be able to run them.
+  if (p.pipeline > 1) {
+    const parallel::PipelineOptions& pp = p.pipeline_options;
+    const int v = pp.virtual_stages;
+    TS_CHECK(pp.schedule != "interleaved" || micro_batches % p.pipeline == 0, "config",
+             "parallel.pipeline.schedule interleaved needs the micro-batches per step (",
+             "train.batch_size ", t.batch_size, " / (train.micro_batch_size ", t.micro_batch_size,
+             " x data ", p.data, ") = ", micro_batches, ") divisible by parallel.pipeline ",
+             p.pipeline);
+    const int64_t blocks = c.gpt.n_layers;
+    TS_CHECK(blocks >= int64_t(p.pipeline) * v, "config", "parallel.pipeline ", p.pipeline,
+             " x virtual_stages ", v, " = ", p.pipeline * v, " stages for ", blocks,
+             " blocks (model.n_layers): every stage needs at least one block");
+  }
+  return micro_batches;
 }
 
 void set_threads(const TrainConfig& c, int world_size) {

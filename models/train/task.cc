@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "core/error.h"
 #include "core/factory.h"
 
 namespace tessera::train {
@@ -34,6 +35,14 @@ std::vector<double> sum_over_ranks(parallel::Communicator* comm,
   for (int r = 0; r < comm->size(); ++r)
     for (int64_t i = 0; i < n; ++i) out[size_t(i)] += bits[r * n + i];
   return out;
+}
+
+void Task::draw_micro_batches(int64_t, int64_t) {
+  TS_FAIL("train", "this model cannot be split into pipeline stages; set parallel.pipeline to 1");
+}
+
+Tensor Task::stage_forward(int, int64_t, const Tensor&) {
+  TS_FAIL("train", "this model cannot be split into pipeline stages; set parallel.pipeline to 1");
 }
 
 }  // namespace tessera::train

@@ -11,9 +11,11 @@
 #include "core/generator.h"
 #include "core/tensor.h"
 #include "models/nn/module.h"
+#include "models/nn/pipeline_stage.h"
 #include "models/train/train_config.h"
 #include "parallel/comm/communicator.h"
 #include "parallel/mesh/parallel_context.h"
+#include "parallel/pipeline/executor.h"
 
 namespace tessera::train {
 
@@ -23,7 +25,7 @@ struct TaskContext {
   int64_t data_size = 1;
   Generator* init_gen = nullptr;  // draws the initial weights (the same on every rank)
   Device device = kCPU;           // where the model and every batch live
-  // The layout the model's layers are split by (tensor parallelism); null: serial layers.
+  // The layout the model's layers are split by (tensor and pipeline parallelism); null: serial.
   const parallel::ParallelContext* parallel = nullptr;
 };
 
@@ -59,6 +61,23 @@ class Task {
   // After training: GPT prints a sample. Every rank of a tensor-parallel model calls it (the
   // sample's forward passes are collective); the others pass a sink that is thrown away.
   virtual void finish(std::ostream& out) {}
+
+  // Pipeline parallelism (parallel.pipeline > 1): the model's stage plan (null: this task's
+  // model is not pipelined).
+  virtual const nn::PipelineStage* pipeline_stage() const { return nullptr; }
+  // Draws this step's `count` micro-batches of `micro_batch` rows. Every stage draws the same
+  // ones: the first stage feeds their inputs, the last scores their targets.
+  virtual void draw_micro_batches(int64_t count, int64_t micro_batch);
+  // Local chunk `chunk`'s forward on drawn micro-batch m (input: the previous stage's activation,
+  // undefined on stage 0); on the last stage the micro-batch's mean loss.
+  virtual Tensor stage_forward(int chunk, int64_t m, const Tensor& input);
+  // Parameters two stages hold (GPT's wte, tied to the head): their gradients are summed.
+  virtual std::vector<std::string> tied_parameters() const { return {}; }
+  // The executor evaluate() and finish() run their forward passes through (set by the trainer).
+  void set_pipeline(parallel::pipeline::PipelineExecutor* executor) { pipeline_ = executor; }
+
+ protected:
+  parallel::pipeline::PipelineExecutor* pipeline_ = nullptr;
 };
 
 // Builds the task of config.kind: the model (f32, weights drawn on the CPU from ctx.init_gen, so

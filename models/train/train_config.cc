@@ -48,10 +48,19 @@ void read_parallel(const json& j, TrainConfig& c) {
   SectionReader r(j, "parallel");
   c.data_size_given = r.has("data");
   r.integer("data", 1, 1);
-  r.integer("pipeline", 1, 1);
+  const json* pipeline = j.contains("pipeline") && j["pipeline"].is_object() ? r.any("pipeline") : nullptr;
+  if (!pipeline) r.integer("pipeline", 1, 1);
   r.integer("sequence", 1, 1);
   const json& tensor = r.object("tensor");
   r.done();
+  if (pipeline) {
+    SectionReader p(*pipeline, "parallel.pipeline");
+    p.integer("size", 1, 1);
+    p.string("schedule", "1f1b", {"gpipe", "1f1b", "interleaved", "zero_bubble"});
+    p.integer("virtual_stages", 1, 1);
+    p.any("partition");  // "uniform", "parameters" or block counts: ParallelConfig checks it
+    p.done();
+  }
   if (!tensor.is_null()) {
     SectionReader t(tensor, "parallel.tensor");
     t.integer("size", 1, 1);

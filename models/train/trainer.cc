@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -25,6 +26,8 @@
 #include "core/parallel.h"
 #include "models/train/checkpoint_root.h"
 #include "models/train/interrupt.h"
+#include "models/train/pipeline_state.h"
+#include "models/train/pipeline_step.h"
 #include "models/train/progress.h"
 #include "models/train/run_layout.h"
 #include "models/train/sharded_state.h"
@@ -93,7 +96,13 @@ class Trainer {
   std::ostream* out() const { return rank0() ? options_.out : nullptr; }
   bool rank0() const { return !world_ || world_->rank() == 0; }
   bool tensor_parallel() const { return config_.parallel.tensor.size > 1; }
+  bool pipelined() const { return config_.parallel.pipeline > 1; }
   double clip_gradients();
+  // Pipeline checkpoints: the optimizer's numbering of this stage's and of the serial model's
+  // parameters, and this stage's tensors of a serial checkpoint.
+  ParamOrder local_order() const;
+  ParamOrder serial_order() const;
+  io::NamedTensors stage_tensors(const io::NamedTensors& serial, const std::string& dir) const;
   parallel::Communicator* data_group() const {
     return context_ ? context_->data_group().get() : nullptr;
   }
@@ -110,6 +119,7 @@ class Trainer {
   std::unique_ptr<Task> task_;
   // Gradient reduction, f32 masters, the optimizer and its checkpoint state: plain or ZeRO.
   std::unique_ptr<UpdateEngine> update_;
+  std::unique_ptr<PipelineStep> pipeline_;  // parallel.pipeline > 1
   std::optional<optim::LrSchedule> schedule_;
   std::unique_ptr<optim::DynamicLossScaler> scaler_;
   std::unique_ptr<Progress> progress_;
@@ -153,7 +163,8 @@ void Trainer::setup() {
                        .data_size = config_.parallel.data,
                        .init_gen = &init_gen_,
                        .device = device_,
-                       .parallel = tensor_parallel() ? context_.get() : nullptr});
+                       .parallel = tensor_parallel() || pipelined() ? context_.get() : nullptr});
+    if (pipelined()) pipeline_ = std::make_unique<PipelineStep>(*task_, *context_, int(accum_));
     const DType dtype = precision_dtype(config_.precision.dtype);
     if (dtype != DType::f32) task_->model().to(dtype);
   });
@@ -214,16 +225,22 @@ void Trainer::resume(const std::string& dir) {
   // The checkpoint holds serial tensors: under tensor parallelism each rank takes its shards.
   const Placements placements =
       tensor_parallel() ? model_state_placements(task_->model()) : Placements();
+  optim::OptimizerState opt{s.at("optimizer"), ck.optimizer};
+  if (pipeline_) {
+    // This stage's tensors of the serial checkpoint, its state renumbered to its parameters.
+    ck.model = stage_tensors(ck.model, dir);
+    opt = renumber_state(opt, serial_order(), local_order());
+  }
   update_->load_model(task_->model(), cut_named(ck.model, placements), dir);
   try {
-    io::NamedTensors opt_tensors = ck.optimizer;
+    io::NamedTensors opt_tensors = opt.tensors;
     if (tensor_parallel()) {
       Placements by_name;
       for (const auto& [name, t] : opt_tensors)
         by_name.emplace(name, update_->state_placement(name, t, placements, task_->model()));
       opt_tensors = cut_named(opt_tensors, by_name);
     }
-    update_->load_state_dict({s.at("optimizer"), opt_tensors});
+    update_->load_state_dict({opt.meta, opt_tensors});
     if (scaler_ && !s.at("scaler").is_null()) scaler_->load_state_dict(s.at("scaler"));
     task_->load_data_state(s.at("data"));
     default_generator().set_state(rng_seed(config_, data_rank_),
@@ -235,6 +252,29 @@ void Trainer::resume(const std::string& dir) {
   }
   resumed_from_ = dir;
   resume_notes_ = resume_differences(checkpoint_config(s, dir), TrainConfig::from_json(config_.source));
+}
+
+ParamOrder Trainer::local_order() const {
+  std::vector<std::pair<std::string, Shape>> params;
+  for (const auto& [name, p] : task_->model().named_parameters()) params.emplace_back(name, p.shape());
+  return ParamOrder::of(params);
+}
+
+ParamOrder Trainer::serial_order() const {
+  return ParamOrder::of(task_->pipeline_stage()->serial_parameters());
+}
+
+io::NamedTensors Trainer::stage_tensors(const io::NamedTensors& serial, const std::string& dir) const {
+  std::set<std::string> mine, known;
+  for (const auto& [name, t] : task_->model().state_dict()) mine.insert(name);
+  for (const auto& [name, shape] : task_->pipeline_stage()->serial_parameters()) known.insert(name);
+  io::NamedTensors out;
+  for (const auto& [name, t] : serial) {
+    TS_CHECK(known.count(name) || mine.count(name), "checkpoint", dir,
+             ": model weights do not fit this model: unexpected tensor '", name, "'");
+    if (mine.count(name)) out.emplace_back(name, t);
+  }
+  return out;
 }
 
 // A checkpoint of non-finite weights would replace good ones (checkpoint.keep), so a run whose
@@ -271,6 +311,15 @@ void Trainer::save(int64_t step) {
     ck.model = gather_named(ck.model, placements, *context_);
     ck.optimizer = gather_named(ck.optimizer, by_name, *context_);
   }
+  if (pipeline_) {
+    // The stages' pieces, renumbered serially, meet on pipeline rank 0 of data and tensor rank 0.
+    optim::OptimizerState serial = renumber_state({opt.meta, ck.optimizer}, local_order(), serial_order());
+    const bool writers = context_->coord("data") == 0 &&
+                         (!tensor_parallel() || context_->tensor_group()->rank() == 0);
+    if (writers) gather_stages(*context_->pipeline_group(), ck.model, serial);
+    opt.meta = serial.meta;
+    ck.optimizer = serial.tensors;
+  }
   if (!rank0()) return;
   ck.state = {{"format", kTrainStateFormat},
               {"version", 1},
@@ -293,17 +342,28 @@ double Trainer::train_step(int64_t step, StepStats& stats) {
   update_->optimizer().set_lr(lr);
   const int64_t micro = config_.train.micro_batch_size;
   double local_loss = 0;
-  for (int64_t m = 0; m < accum_; ++m) {
-    update_->set_grad_sync(m + 1 == accum_);  // only the last micro-batch reduces gradients
-    Tensor loss = task_->micro_loss(micro);
-    local_loss += loss.item();
+  auto to_backward = [&](Tensor loss) {
     if (accum_ > 1) loss = mul(loss, 1.0 / double(accum_));
-    if (scaler_) loss = scaler_->scale_loss(loss);
-    autograd::backward({loss});
+    return scaler_ ? scaler_->scale_loss(loss) : loss;
+  };
+  if (pipeline_) {
+    // Gradients accumulate over the whole schedule and are reduced once, after it.
+    update_->set_grad_sync(false);
+    local_loss = pipeline_->run(micro, to_backward);
+    pipeline_->reduce_tied_gradients();
+    update_->set_grad_sync(true);
+  } else {
+    for (int64_t m = 0; m < accum_; ++m) {
+      update_->set_grad_sync(m + 1 == accum_);  // only the last micro-batch reduces gradients
+      Tensor loss = task_->micro_loss(micro);
+      local_loss += loss.item();
+      autograd::backward({to_backward(loss)});
+    }
   }
   update_->finish_gradients();
-  const double loss =
-      sum_over_ranks(data_group(), {local_loss})[0] / double(accum_ * config_.parallel.data);
+  double loss_sum = sum_over_ranks(data_group(), {local_loss})[0];
+  if (pipeline_) loss_sum = sum_over_ranks(context_->pipeline_group().get(), {loss_sum})[0];
+  const double loss = loss_sum / double(accum_ * config_.parallel.data);
   // Every rank holds the same averaged loss, so all fail together; rank 0 reports. The loss scaler
   // cannot help here: the forward pass that made this loss does not depend on the scale.
   run_agreed(world_.get(), [&] {
@@ -346,17 +406,25 @@ double Trainer::train_step(int64_t step, StepStats& stats) {
 // Under tensor parallelism the global norm sums every rank's shards over the tensor group and
 // counts each replicated parameter once (on tensor rank 0), as the serial model's norm does. Under
 // ZeRO the engine first sums the shards' partial norms over the data group.
+// Under pipeline parallelism the stages' partial sums are added too, a tied parameter counted on
+// the first stage only.
 double Trainer::clip_gradients() {
   const double max_norm = config_.train.grad_clip;
-  if (!tensor_parallel()) return update_->clip_grad_norm(max_norm, {}, {});
-  const auto placements = task_->model().named_placements();  // model.parameters()' order
-  const bool counts_replicated = context_->tensor_group()->rank() == 0;
-  std::vector<bool> counted;
-  for (const auto& [name, placement] : placements)
-    counted.push_back(!placement.replicated() || counts_replicated);
-  parallel::Communicator* tensor_group = context_->tensor_group().get();
+  if (!tensor_parallel() && !pipeline_) return update_->clip_grad_norm(max_norm, {}, {});
+  std::vector<bool> counted = pipeline_ ? pipeline_->counted_parameters() : std::vector<bool>();
+  if (tensor_parallel()) {
+    const auto placements = task_->model().named_placements();  // model.parameters()' order
+    const bool counts_replicated = context_->tensor_group()->rank() == 0;
+    counted.resize(placements.size(), true);
+    for (size_t i = 0; i < placements.size(); ++i)
+      counted[i] = counted[i] && (!placements[i].second.replicated() || counts_replicated);
+  }
+  parallel::Communicator* tensor_group =
+      tensor_parallel() ? context_->tensor_group().get() : nullptr;
+  parallel::Communicator* pipeline_group =
+      pipeline_ ? context_->pipeline_group().get() : nullptr;
   return update_->clip_grad_norm(max_norm, counted, [&](double local) {
-    return sum_over_ranks(tensor_group, {local})[0];
+    return sum_over_ranks(pipeline_group, sum_over_ranks(tensor_group, {local}))[0];
   });
 }
 
@@ -412,8 +480,13 @@ void Trainer::header() {
   const TrainSection& t = c.train;
   char params[32];
   int64_t serial_params = 0;  // the serial model's count, whatever the split
-  for (const auto& [name, p] : task_->model().named_placements())
-    serial_params += shape_numel(p.global_shape);
+  if (pipeline_) {
+    for (const auto& [name, shape] : task_->pipeline_stage()->serial_parameters())
+      serial_params += shape_numel(shape);
+  } else {
+    for (const auto& [name, p] : task_->model().named_placements())
+      serial_params += shape_numel(p.global_shape);
+  }
   std::snprintf(params, sizeof params, "%.2fM", double(serial_params) / 1e6);
   *os << "tessera train: " << model_kind_name(c.kind) << ", " << params << " parameters, "
       << c.precision.dtype << ", " << c.optimizer.value("type", "adamw") << " lr " << c.schedule.lr
@@ -444,6 +517,7 @@ void Trainer::header() {
         << "; each rank holds " << held
         << " parameters (its shards and the replicated norms, biases and positions)\n";
   }
+  if (pipeline_) *os << pipeline_->describe() << "\n";
   if (const std::string zero = update_->describe(); !zero.empty()) *os << zero << "\n";
   if (!resumed_from_.empty())
     *os << "  resumed from " << resumed_from_ << " at step " << step_ << "\n";
@@ -487,8 +561,8 @@ TrainSummary Trainer::run() {
     if (scaler_) os << " | " << summary_.skipped_steps << " steps skipped by the loss scaler";
     progress_->message(os.str());
   }
-  if ((rank0() && options_.out) || tensor_parallel()) {
-    std::ostringstream discarded;  // tensor parallel: the sample's forward passes need every rank
+  if ((rank0() && options_.out) || tensor_parallel() || pipeline_) {
+    std::ostringstream discarded;  // model parallel: the sample's forward passes need every rank
     task_->finish(rank0() && options_.out ? *options_.out : discarded);
   }
   return summary_;

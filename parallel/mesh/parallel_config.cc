@@ -45,6 +45,22 @@ void ParallelConfig::validate() const {
     TS_CHECK(exact_root(tensor.size, 3) > 0, "config",
              "expected parallel.tensor.size to be a cube (q * q * q) for mode 3d, got ", tensor.size);
   }
+  const PipelineOptions& pp = pipeline_options;
+  TS_CHECK(pp.schedule == "gpipe" || pp.schedule == "1f1b" || pp.schedule == "interleaved" ||
+               pp.schedule == "zero_bubble",
+           "config",
+           "expected parallel.pipeline.schedule to be one of gpipe, 1f1b, interleaved, "
+           "zero_bubble, got '",
+           pp.schedule, "'");
+  TS_CHECK(pp.virtual_stages >= 1, "config", "expected parallel.pipeline.virtual_stages >= 1, got ",
+           pp.virtual_stages);
+  TS_CHECK(pp.virtual_stages == 1 || pp.schedule == "interleaved", "config",
+           "expected parallel.pipeline.virtual_stages 1 with schedule '", pp.schedule, "', got ",
+           pp.virtual_stages, " (model chunks per rank need schedule interleaved)");
+  TS_CHECK(pp.partition.is_string() || pp.partition.is_array(), "config",
+           "expected parallel.pipeline.partition to be \"uniform\", \"parameters\" or a list of "
+           "block counts, got ",
+           pp.partition.dump());
   if (tensor.sequence_parallel) {
     TS_CHECK(m == "1d", "config",
              "expected parallel.tensor.sequence_parallel only with parallel.tensor.mode 1d "
@@ -70,8 +86,27 @@ ParallelConfig ParallelConfig::from_json(const nlohmann::json& j) {
   for (const auto& [key, value] : j.items()) {
     if (key == "data") {
       c.data = read_int(value, key);
-    } else if (key == "pipeline") {
+    } else if (key == "pipeline" && !value.is_object()) {
       c.pipeline = read_int(value, key);
+    } else if (key == "pipeline") {
+      for (const auto& [pkey, pvalue] : value.items()) {
+        if (pkey == "size") {
+          c.pipeline = read_int(pvalue, "pipeline.size");
+        } else if (pkey == "virtual_stages") {
+          c.pipeline_options.virtual_stages = read_int(pvalue, "pipeline.virtual_stages");
+        } else if (pkey == "schedule") {
+          TS_CHECK(pvalue.is_string(), "config",
+                   "expected parallel.pipeline.schedule to be a string, got ", pvalue.dump());
+          c.pipeline_options.schedule = pvalue.get<std::string>();
+        } else if (pkey == "partition") {
+          c.pipeline_options.partition = pvalue;
+        } else {
+          TS_FAIL("config",
+                  "expected a key of parallel.pipeline (size, schedule, virtual_stages, "
+                  "partition), got unknown key '",
+                  pkey, "'");
+        }
+      }
     } else if (key == "sequence") {
       c.sequence = read_int(value, key);
     } else if (key == "tensor") {
@@ -109,7 +144,11 @@ ParallelConfig ParallelConfig::from_json(const nlohmann::json& j) {
 
 nlohmann::json ParallelConfig::to_json() const {
   return {{"data", data},
-          {"pipeline", pipeline},
+          {"pipeline",
+           {{"size", pipeline},
+            {"schedule", pipeline_options.schedule},
+            {"virtual_stages", pipeline_options.virtual_stages},
+            {"partition", pipeline_options.partition}}},
           {"sequence", sequence},
           {"tensor",
            {{"size", tensor.size},

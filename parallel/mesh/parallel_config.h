@@ -16,21 +16,33 @@ struct TensorParallelConfig {
   bool sequence_parallel = false;
 };
 
+// The `parallel.pipeline` object's keys besides its size (see parallel/pipeline/schedule.h and
+// partition.h, which interpret them).
+struct PipelineOptions {
+  std::string schedule = "1f1b";  // "gpipe", "1f1b", "interleaved" or "zero_bubble"
+  int virtual_stages = 1;         // model chunks per rank (interleaved only)
+  // "uniform", "parameters" or a list of block counts per stage.
+  nlohmann::json partition = "uniform";
+};
+
 struct ParallelConfig {
   int data = 1;
-  int pipeline = 1;
+  int pipeline = 1;  // stages
+  PipelineOptions pipeline_options;
   int sequence = 1;
   TensorParallelConfig tensor;
 
   // pipeline * data * sequence * tensor.size: the world size this layout needs.
   int world_size() const;
   // Throws a ValueError unless the layout is possible: every size >= 1, a known mode, 2D size a
-  // square, 2.5D size q * q * depth, 3D size a cube, sequence_parallel only in 1D with size > 1.
+  // square, 2.5D size q * q * depth, 3D size a cube, sequence_parallel only in 1D with size > 1,
+  // a known pipeline schedule, virtual stages > 1 only for the interleaved one.
   void validate() const;
   // validate(), and the world size must equal world_size().
   void validate(int world_size) const;
 
-  // {"data": 2, "pipeline": 1, "sequence": 1,
+  // {"data": 2, "pipeline": 1, "sequence": 1,   (or "pipeline": {"size": 4, "schedule": "1f1b",
+  //                                                 "virtual_stages": 1, "partition": "uniform"})
   //  "tensor": {"size": 4, "mode": "1d", "depth": 1, "sequence_parallel": true}};
   // absent keys keep their defaults, unknown keys and wrong types are errors naming the key.
   static ParallelConfig from_json(const nlohmann::json& j);

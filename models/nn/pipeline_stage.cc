@@ -1,0 +1,47 @@
+// The stage plan of a pipelined model (see pipeline_stage.h).
+#include "models/nn/pipeline_stage.h"
+
+#include "core/error.h"
+
+namespace tessera::nn {
+
+PipelineStage PipelineStage::plan(const BuildContext& ctx, int64_t blocks, int64_t block_params,
+                                  int64_t first_extra, int64_t last_extra) {
+  PipelineStage s;
+  const parallel::ParallelContext* parallel = ctx.parallel();
+  if (parallel && parallel->config().pipeline > 1) {
+    const parallel::ParallelConfig& c = parallel->config();
+    s.ranks_ = c.pipeline;
+    s.chunks_ = c.pipeline_options.virtual_stages;
+    s.rank_ = parallel->coord("pipeline");
+  }
+  const int stages = s.ranks_ * s.chunks_;
+  const auto spec =
+      parallel::pipeline::PartitionSpec::from_json(parallel ? parallel->config().pipeline_options.partition
+                                                            : nlohmann::json("uniform"));
+  s.all_ = parallel::pipeline::partition_blocks(
+      spec, blocks, stages, std::vector<int64_t>(size_t(blocks), block_params), first_extra,
+      last_extra);
+  return s;
+}
+
+parallel::pipeline::BlockRange PipelineStage::chunk_blocks(int chunk) const {
+  TS_CHECK(chunk >= 0 && chunk < chunks_, "pipeline", "expected a model chunk in 0..", chunks_ - 1,
+           ", got ", chunk);
+  return all_.at(size_t(chunk * ranks_ + rank_));
+}
+
+bool PipelineStage::holds_block(int64_t block) const {
+  for (int c = 0; c < chunks_; ++c) {
+    const parallel::pipeline::BlockRange r = chunk_blocks(c);
+    if (block >= r.begin && block < r.end) return true;
+  }
+  return false;
+}
+
+void PipelineStage::hold(const std::string& prefix, const Module& module) {
+  for (const auto& [name, placement] : module.named_placements())
+    serial_.emplace_back(prefix + "." + name, placement.global_shape);
+}
+
+}  // namespace tessera::nn

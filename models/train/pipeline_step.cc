@@ -1,0 +1,83 @@
+// The trainer's pipeline step (see pipeline_step.h).
+#include "models/train/pipeline_step.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "autograd/ops.h"
+#include "core/error.h"
+#include "core/factory.h"
+
+namespace tessera::train {
+
+PipelineStep::PipelineStep(Task& task, const parallel::ParallelContext& context, int micro_batches)
+    : task_(task), context_(context) {
+  TS_CHECK(task.pipeline_stage() != nullptr, "train",
+           "this model cannot be split into pipeline stages; set parallel.pipeline to 1");
+  const parallel::ParallelConfig& c = context.config();
+  const parallel::pipeline::ScheduleSpec spec{
+      .kind = parallel::pipeline::schedule_kind(c.pipeline_options.schedule),
+      .stages = c.pipeline,
+      .virtual_stages = c.pipeline_options.virtual_stages,
+      .micro_batches = micro_batches};
+  executor_ = std::make_unique<parallel::pipeline::PipelineExecutor>(context.pipeline_group(), spec);
+  task_.set_pipeline(executor_.get());
+}
+
+double PipelineStep::run(int64_t micro_batch, const std::function<Tensor(const Tensor&)>& to_backward) {
+  const nn::PipelineStage& stage = *task_.pipeline_stage();
+  task_.draw_micro_batches(executor_->spec().micro_batches, micro_batch);
+  double loss_sum = 0;
+  executor_->run({.forward = [&](int chunk, int m, const Tensor& input) {
+    Tensor out = task_.stage_forward(chunk, m, input);
+    if (!stage.last_chunk(chunk)) return out;
+    loss_sum += out.item();
+    return to_backward(out);
+  }});
+  return loss_sum;
+}
+
+void PipelineStep::reduce_tied_gradients() {
+  const nn::PipelineStage& stage = *task_.pipeline_stage();
+  if (!stage.holds_embeddings() && !stage.holds_head()) return;
+  const std::vector<std::string> tied = task_.tied_parameters();
+  if (tied.empty()) return;
+  parallel::Communicator& group = *context_.pipeline_group();
+  const int peer = stage.holds_embeddings() ? group.size() - 1 : 0;
+  for (const auto& [name, p] : task_.model().named_parameters()) {
+    if (std::find(tied.begin(), tied.end(), name) == tied.end()) continue;
+    Tensor mine = p.grad().defined() ? p.grad().contiguous() : zeros(p.shape(), {.dtype = p.dtype()});
+    Tensor theirs = empty(p.shape(), {.dtype = p.dtype()});
+    // Both stages add the same two values, so they hold bit-identical sums.
+    parallel::WorkPtr sent = group.send(mine, peer, 1);
+    group.recv(theirs, peer, 1)->wait();
+    sent->wait();
+    p.set_grad(stage.holds_embeddings() ? add(mine, theirs) : add(theirs, mine));
+  }
+}
+
+std::vector<bool> PipelineStep::counted_parameters() const {
+  const nn::PipelineStage& stage = *task_.pipeline_stage();
+  const std::vector<std::string> tied = task_.tied_parameters();
+  std::vector<bool> counted;
+  for (const auto& [name, p] : task_.model().named_parameters()) {
+    const bool is_tied = std::find(tied.begin(), tied.end(), name) != tied.end();
+    counted.push_back(!is_tied || stage.holds_embeddings());
+  }
+  return counted;
+}
+
+std::string PipelineStep::describe() const {
+  const nn::PipelineStage& stage = *task_.pipeline_stage();
+  const parallel::pipeline::ScheduleSpec& spec = executor_->spec();
+  std::ostringstream os;
+  os << "  pipeline: " << parallel::pipeline::schedule_name(spec.kind) << " over " << spec.stages
+     << " stages";
+  if (spec.virtual_stages > 1) os << " x " << spec.virtual_stages << " virtual";
+  os << ", " << spec.micro_batches << " micro-batches per step, blocks";
+  for (const auto& r : stage.all_blocks()) os << " [" << r.begin << "," << r.end << ")";
+  os << " (embeddings on stage 0, head and loss on stage " << stage.all_blocks().size() - 1 << ")";
+  return os.str();
+}
+
+}  // namespace tessera::train

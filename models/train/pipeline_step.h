@@ -1,0 +1,43 @@
+// The trainer's pipeline-parallel step: the accumulation micro-batches streamed through the
+// schedule of parallel.pipeline (parallel/pipeline/executor.h), the loss summed on the last stage,
+// the tied embedding's gradient summed between the first and last stage, and what the clipping
+// needs to count each parameter of the serial model once.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/train/task.h"
+#include "parallel/mesh/parallel_context.h"
+#include "parallel/pipeline/executor.h"
+
+namespace tessera::train {
+
+class PipelineStep {
+ public:
+  // Collective-free. The task's model must be pipelined (task.pipeline_stage() not null).
+  PipelineStep(Task& task, const parallel::ParallelContext& context, int micro_batches);
+
+  // One step's forwards and backwards over `micro_batch`-row micro-batches; to_backward turns a
+  // micro-batch's mean loss into what is backpropagated (the accumulation mean, the loss scale).
+  // Returns the sum of the micro-batches' mean losses on the last stage, 0 elsewhere.
+  double run(int64_t micro_batch, const std::function<Tensor(const Tensor&)>& to_backward);
+  // Sums the tied parameters' gradients between the first and the last stage (after run).
+  void reduce_tied_gradients();
+  // Whether each of the model's parameters (named_parameters order) counts in the global norm on
+  // this rank: a tied parameter counts on the first stage only.
+  std::vector<bool> counted_parameters() const;
+
+  parallel::pipeline::PipelineExecutor& executor() { return *executor_; }
+  // "pipeline: 1f1b over 2 stages, blocks [0,2) [2,4), 4 micro-batches" for the run's header.
+  std::string describe() const;
+
+ private:
+  Task& task_;
+  const parallel::ParallelContext& context_;
+  std::unique_ptr<parallel::pipeline::PipelineExecutor> executor_;
+};
+
+}  // namespace tessera::train

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Pipeline parallelism through `mpirun -np N tessera train --set parallel.pipeline.size=P`: a
+# 4-block tiny GPT under every schedule (gpipe, 1f1b, interleaved with 2 virtual stages,
+# zero_bubble) on 2 and 4 stages, and pp 2 x dp 2, pp 2 x tp 2, pp 2 x dp 2 x ZeRO 1, gives the
+# serial run's losses (1e-5 relative, from the metrics files), its validation loss and its
+# generated sample; a pp 2 checkpoint resumes serially and under pp 4 with the uninterrupted run's
+# next losses; impossible layouts are refused naming the numbers.
+# Usage: pipeline_test.sh TESSERA
+set -u
+here=$(dirname "$0")
+source "$here/cli_test_lib.sh"
+tessera=$(realpath "$1")
+cfg=$here/tiny_gpt.json
+work=$TMPDIR/work
+mkdir -p "$work"
+# 4 blocks; 4 micro-batches of 2 per step on one data rank.
+common=(--config "$cfg" --set model.n_layers=4 --set train.steps=10 --set logging.log_every=1
+        --set train.micro_batch_size=2 --set train.eval_every=5 --set train.sample_tokens=8)
+
+compare() {  # compare NAME A B TOL
+  if python3 "$here/compare_losses.py" "$2" "$3" "$4" >"$LOG" 2>&1; then
+    echo "ok: $1: $(cat "$LOG")"
+  else
+    fail "$1: $(cat "$LOG")"
+  fi
+}
+
+# train NAME N PATTERN ARGS...: metrics in $work/NAME.jsonl, output kept in $work/NAME.log.
+train() {
+  local name=$1 n=$2 pattern=$3
+  shift 3
+  mpi "$n" 300 "$tessera" train "${common[@]}" --set logging.metrics="$work/$name.jsonl" "$@"
+  cp "$LOG" "$work/$name.log"
+  expect_ok "$name" "$pattern"
+}
+
+# same_eval_and_sample NAME: NAME's validation losses and sample equal the serial run's.
+same_eval_and_sample() {
+  if python3 - "$work/serial.jsonl" "$work/$1.jsonl" <<'PY' >"$LOG" 2>&1; then
+import json, sys
+def evals(path):
+    return [r["val_loss"] for r in map(json.loads, open(path)) if r.get("eval")]
+a, b = evals(sys.argv[1]), evals(sys.argv[2])
+assert a and len(a) == len(b), (a, b)
+worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
+assert worst <= 1e-5, (a, b)
+print(f"{len(a)} evaluations, worst relative difference {worst:.2e}")
+PY
+    echo "ok: $1: validation loss equals serial: $(cat "$LOG")"
+  else
+    fail "$1: validation loss: $(cat "$LOG")"
+  fi
+  local want got
+  want=$(sed -n '/^sample/,$p' "$work/serial.log")
+  got=$(sed -n '/^sample/,$p' "$work/$1.log")
+  if [ -n "$want" ] && [ "$want" = "$got" ]; then echo "ok: $1: the sample equals serial"
+  else fail "$1: sample differs: '$got' vs '$want'"; fi
+}
+
+train serial 1 "step 10/10" --set checkpoint.dir="$work/ck-serial"
+pp=(--set parallel.pipeline.size=2)
+for schedule in gpipe 1f1b zero_bubble; do
+  train "pp2-$schedule" 2 "pipeline: $schedule over 2 stages" "${pp[@]}" \
+    --set parallel.pipeline.schedule=$schedule
+  compare "pp 2 $schedule vs serial" "$work/serial.jsonl" "$work/pp2-$schedule.jsonl" 1e-5
+done
+same_eval_and_sample pp2-1f1b
+train pp2-interleaved 2 "pipeline: interleaved over 2 stages x 2 virtual" "${pp[@]}" \
+  --set parallel.pipeline.schedule=interleaved --set parallel.pipeline.virtual_stages=2
+compare "pp 2 interleaved (2 virtual stages) vs serial" "$work/serial.jsonl" \
+  "$work/pp2-interleaved.jsonl" 1e-5
+same_eval_and_sample pp2-interleaved
+
+for schedule in 1f1b zero_bubble; do
+  train "pp4-$schedule" 4 "pipeline: $schedule over 4 stages" \
+    --set parallel.pipeline.size=4 --set parallel.pipeline.schedule=$schedule
+  compare "pp 4 $schedule vs serial" "$work/serial.jsonl" "$work/pp4-$schedule.jsonl" 1e-5
+done
+train pp2-explicit 2 "blocks [0,1) [1,4)" "${pp[@]}" --set "parallel.pipeline.partition=[1,3]"
+compare "pp 2 partition [1, 3] vs serial" "$work/serial.jsonl" "$work/pp2-explicit.jsonl" 1e-5
+
+# With the other strategies.
+train pp2dp2 4 "ranks: 4 (data parallel 2)" "${pp[@]}"
+compare "pp 2 x dp 2 vs serial" "$work/serial.jsonl" "$work/pp2dp2.jsonl" 1e-5
+train pp2tp2 4 "tensor parallel: 1d over 2 ranks" "${pp[@]}" --set parallel.tensor.size=2
+compare "pp 2 x tp 2 vs serial" "$work/serial.jsonl" "$work/pp2tp2.jsonl" 1e-5
+same_eval_and_sample pp2tp2
+train pp2dp2z1 4 "zero: stage 1 over 2 data ranks" "${pp[@]}" --set zero.stage=1 \
+  --set parallel.pipeline.schedule=zero_bubble
+compare "pp 2 zero_bubble x dp 2 x ZeRO 1 vs serial" "$work/serial.jsonl" "$work/pp2dp2z1.jsonl" 1e-5
+
+# Impossible layouts.
+mpi 2 60 "$tessera" train "${common[@]}" --set model.n_layers=1 "${pp[@]}"
+expect_error "more stages than blocks" "2 stages for 1 blocks" 30
+mpi 2 60 "$tessera" train "${common[@]}" "${pp[@]}" --set parallel.pipeline.schedule=interleaved \
+  --set parallel.pipeline.virtual_stages=2 --set train.batch_size=6
+expect_error "interleaved micro-batches" "micro-batches per step" 30
+mpi 2 60 "$tessera" train "${common[@]}" "${pp[@]}" --set "parallel.pipeline.partition=[1,2]"
+expect_error "explicit partition of the wrong sum" "partition" 30
+mpi 2 60 "$tessera" train "${common[@]}" "${pp[@]}" --set parallel.pipeline.schedule=zigzag
+expect_error "unknown schedule" "parallel.pipeline.schedule" 30
+finish
