@@ -40,8 +40,16 @@ bool PipelineStage::holds_block(int64_t block) const {
 }
 
 void PipelineStage::hold(const std::string& prefix, const Module& module) {
-  for (const auto& [name, placement] : module.named_placements())
-    serial_.emplace_back(prefix + "." + name, placement.global_shape);
+  record(prefix, module, true);
+}
+
+void PipelineStage::record(const std::string& prefix, const Module& module, bool held) {
+  const auto params = module.named_parameters();
+  const auto placements = module.named_placements();  // the same order
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!held || recorded_.insert(params[i].second.impl()).second)
+      serial_.emplace_back(prefix + "." + params[i].first, placements[i].second.global_shape);
+  }
 }
 
 }  // namespace tessera::nn

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -50,14 +51,15 @@ class PipelineStage {
   // Every global stage's blocks, in global stage order (for the run's header).
   const std::vector<parallel::pipeline::BlockRange>& all_blocks() const { return all_; }
 
-  // Records the parameters of a module this stage holds, registered under `prefix`.
+  // Records the parameters of a module this stage holds, registered under `prefix` (a tensor
+  // recorded before, a tied weight, counts once, as in the serial model's named_parameters()).
   void hold(const std::string& prefix, const Module& module);
   // Builds a module this stage does not hold with build(ctx) and drops it: the generator advances
   // as in the serial build and the parameters are recorded. Returns nothing: nothing is kept.
   template <typename F>
   void skip(const std::string& prefix, F&& build) {
     std::shared_ptr<Module> dropped = build();
-    hold(prefix, *dropped);
+    record(prefix, *dropped, /*held=*/false);
   }
   // The serial model's parameters (name, global shape) in the serial model's order.
   const std::vector<std::pair<std::string, Shape>>& serial_parameters() const { return serial_; }
@@ -66,6 +68,11 @@ class PipelineStage {
   int rank_ = 0, ranks_ = 1, chunks_ = 1;
   std::vector<parallel::pipeline::BlockRange> all_;  // per global stage
   std::vector<std::pair<std::string, Shape>> serial_;
+  std::unordered_set<const TensorImpl*> recorded_;  // held tensors (they stay alive)
+
+  // held: dedupe against the tensors held before (a dropped module's tensors are freed, and their
+  // addresses may come back, so they are never remembered).
+  void record(const std::string& prefix, const Module& module, bool held);
 };
 
 }  // namespace tessera::nn

@@ -264,16 +264,22 @@ ParamOrder Trainer::serial_order() const {
   return ParamOrder::of(task_->pipeline_stage()->serial_parameters());
 }
 
+// Collective over the pipeline group: a tensor of the checkpoint that no stage holds means the
+// checkpoint is another model's.
 io::NamedTensors Trainer::stage_tensors(const io::NamedTensors& serial, const std::string& dir) const {
-  std::set<std::string> mine, known;
+  std::set<std::string> mine;
   for (const auto& [name, t] : task_->model().state_dict()) mine.insert(name);
-  for (const auto& [name, shape] : task_->pipeline_stage()->serial_parameters()) known.insert(name);
   io::NamedTensors out;
-  for (const auto& [name, t] : serial) {
-    TS_CHECK(known.count(name) || mine.count(name), "checkpoint", dir,
-             ": model weights do not fit this model: unexpected tensor '", name, "'");
-    if (mine.count(name)) out.emplace_back(name, t);
+  Tensor held = zeros({int64_t(serial.size())}, {.dtype = DType::i32});
+  for (size_t i = 0; i < serial.size(); ++i) {
+    if (!mine.count(serial[i].first)) continue;
+    out.push_back(serial[i]);
+    held.data<int32_t>()[i] = 1;
   }
+  context_->pipeline_group()->all_reduce(held, parallel::ReduceOp::max)->wait();
+  for (size_t i = 0; i < serial.size(); ++i)
+    TS_CHECK(held.data<int32_t>()[i] == 1, "checkpoint", dir,
+             ": model weights do not fit this model: unexpected tensor '", serial[i].first, "'");
   return out;
 }
 

@@ -76,6 +76,41 @@ for schedule in 1f1b zero_bubble; do
     --set parallel.pipeline.size=4 --set parallel.pipeline.schedule=$schedule
   compare "pp 4 $schedule vs serial" "$work/serial.jsonl" "$work/pp4-$schedule.jsonl" 1e-5
 done
+# Checkpoints hold the serial model and the optimizer state by serial parameter: a pp 2 one
+# resumes serially and under pp 4, a serial one under pp 2, each with the next losses of the
+# serial run resumed from its own checkpoint (steps 11-14).
+train pp2-ck 2 "pipeline: 1f1b over 2 stages" "${pp[@]}" --set checkpoint.dir="$work/ck-pp2"
+resume() {  # resume NAME N CHECKPOINT_DIR ARGS...
+  local name=$1 n=$2 dir=$3
+  shift 3
+  rm -rf "$dir/step-00000014"
+  mpi "$n" 300 "$tessera" train "${common[@]}" --set train.steps=14 --set checkpoint.dir="$dir" \
+    --set logging.metrics="$work/$name.jsonl" "$@"
+  expect_ok "$name" "resumed from"
+}
+resume serial-next 1 "$work/ck-serial"
+resume serial-from-pp2 1 "$work/ck-pp2"
+compare "next losses: pp 2 checkpoint resumed serially" "$work/serial-next.jsonl" \
+  "$work/serial-from-pp2.jsonl" 1e-5
+resume pp4-from-pp2 4 "$work/ck-pp2" --set parallel.pipeline.size=4
+compare "next losses: pp 2 checkpoint under pp 4" "$work/serial-next.jsonl" \
+  "$work/pp4-from-pp2.jsonl" 1e-5
+resume pp2-from-serial 2 "$work/ck-serial" "${pp[@]}" --set parallel.pipeline.schedule=zero_bubble
+compare "next losses: serial checkpoint under pp 2" "$work/serial-next.jsonl" \
+  "$work/pp2-from-serial.jsonl" 1e-5
+# The pp 2 checkpoint is a serial model: one process generates from it what the serial one does.
+for ck in serial pp2; do
+  run 60 "$tessera" generate --checkpoint "$work/ck-$ck/step-00000010" --max-new-tokens 16 \
+    --temperature 0
+  expect_ok "generate from the $ck checkpoint" ""
+  cp "$LOG" "$work/generate-$ck.txt"
+done
+if cmp -s "$work/generate-serial.txt" "$work/generate-pp2.txt"; then
+  echo "ok: the pp 2 checkpoint generates the serial checkpoint's text on one process"
+else
+  fail "generation differs: $(cat "$work/generate-pp2.txt") vs $(cat "$work/generate-serial.txt")"
+fi
+
 train pp2-explicit 2 "blocks [0,1) [1,4)" "${pp[@]}" --set "parallel.pipeline.partition=[1,3]"
 compare "pp 2 partition [1, 3] vs serial" "$work/serial.jsonl" "$work/pp2-explicit.jsonl" 1e-5
 
