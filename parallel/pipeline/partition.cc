@@ -57,14 +57,16 @@ std::vector<int64_t> balanced_sizes(const std::vector<int64_t>& params, int stag
   };
   // Stage s ends at e in [s + 1, n - (stages - 1 - s)], so every stage keeps a block.
   constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
-  std::vector<std::vector<int64_t>> worst(size_t(stages), std::vector<int64_t>(size_t(n + 1), kNone));
+  std::vector<std::vector<int64_t>> worst(size_t(stages),
+                                          std::vector<int64_t>(size_t(n + 1), kNone));
   for (int64_t e = 1; e <= n; ++e) worst[0][size_t(e)] = cost(0, 0, e);
   for (int s = 1; s < stages; ++s)
     for (int64_t e = s + 1; e <= n; ++e)
       for (int64_t b = s; b < e; ++b)
         if (worst[size_t(s - 1)][size_t(b)] != kNone)
-          worst[size_t(s)][size_t(e)] = std::min(worst[size_t(s)][size_t(e)],
-                                                 std::max(worst[size_t(s - 1)][size_t(b)], cost(s, b, e)));
+          worst[size_t(s)][size_t(e)] =
+              std::min(worst[size_t(s)][size_t(e)],
+                       std::max(worst[size_t(s - 1)][size_t(b)], cost(s, b, e)));
   const int64_t bound = worst[size_t(stages - 1)][size_t(n)];
 
   struct Score {
@@ -145,8 +147,9 @@ std::vector<BlockRange> partition_blocks(const PartitionSpec& spec, int64_t bloc
              " block counts (one per pipeline stage), got ", spec.counts.size());
     int64_t sum = 0;
     for (size_t s = 0; s < spec.counts.size(); ++s) {
-      TS_CHECK(spec.counts[s] >= 1, "partition", "expected every stage to hold at least 1 block, got ",
-               spec.counts[s], " for stage ", s);
+      TS_CHECK(spec.counts[s] >= 1, "partition",
+               "expected every stage to hold at least 1 block, got ", spec.counts[s], " for stage ",
+               s);
       sum += spec.counts[s];
     }
     TS_CHECK(sum == blocks, "partition", "expected block counts summing to the model's ", blocks,

@@ -46,8 +46,8 @@ std::vector<Step> one_f_one_b_order(int stages, int micro_batches, int rank, Act
 
 // ZB-H1: 1F1B's order with B in place of the full backward (so 1F1B's activation memory), the Ws
 // filling the bubbles. In the cool-down a rank waits before each backward while the next rank
-// finishes its forward or W, so one W (the oldest) goes before each cool-down B; the rest follow
-// the last B, where nobody downstream waits for them. Under equal F, B and W costs (M >= P) each
+// runs its forward or W, so one W (the oldest) goes before each cool-down B (it fills the gap when
+// W costs about F); the rest follow the last B, where nobody waits for them. Under equal F, B and W costs (M >= P) each
 // rank idles P - 1 units against 1F1B's 3 (P - 1).
 std::vector<Step> zero_bubble_order(int stages, int micro_batches, int rank) {
   const std::vector<Step> base =
@@ -98,7 +98,8 @@ std::vector<Step> interleaved_order(int stages, int chunks, int micro_batches, i
 // Receives sit right before the compute that needs them, sends right after the compute that
 // makes their data. With sends that never block, a later receive can only wait less, so the lists
 // deadlock only if the compute orders do (the simulator shows they do not).
-std::vector<Action> with_transfers(const ScheduleSpec& spec, int rank, const std::vector<Step>& steps) {
+std::vector<Action> with_transfers(const ScheduleSpec& spec, int rank,
+                                   const std::vector<Step>& steps) {
   const int P = spec.stages, last = P * spec.virtual_stages - 1;
   std::vector<Action> out;
   for (const Step& s : steps) {
@@ -124,14 +125,22 @@ std::vector<Action> with_transfers(const ScheduleSpec& spec, int rank, const std
 
 const char* type_name(ActionType t) {
   switch (t) {
-    case ActionType::forward: return "forward";
-    case ActionType::backward: return "backward";
-    case ActionType::backward_input: return "backward_input";
-    case ActionType::backward_weight: return "backward_weight";
-    case ActionType::send_activation: return "send_activation";
-    case ActionType::recv_activation: return "recv_activation";
-    case ActionType::send_gradient: return "send_gradient";
-    case ActionType::recv_gradient: return "recv_gradient";
+    case ActionType::forward:
+      return "forward";
+    case ActionType::backward:
+      return "backward";
+    case ActionType::backward_input:
+      return "backward_input";
+    case ActionType::backward_weight:
+      return "backward_weight";
+    case ActionType::send_activation:
+      return "send_activation";
+    case ActionType::recv_activation:
+      return "recv_activation";
+    case ActionType::send_gradient:
+      return "send_gradient";
+    case ActionType::recv_gradient:
+      return "recv_gradient";
   }
   return "?";
 }
@@ -170,10 +179,14 @@ class Simulator {
  private:
   // What a rank has done for one (chunk, micro-batch).
   enum Flag : uint8_t {
-    kGotActivation = 1, kForward = 2, kSentActivation = 4, kGotGradient = 8,
+    kGotActivation = 1,
+    kForward = 2,
+    kSentActivation = 4,
+    kGotGradient = 8,
     kBackward = 16,  // the full backward or B
     kSplit = 32,     // ... and it was B, which owes a W
-    kWeight = 64, kSentGradient = 128,
+    kWeight = 64,
+    kSentGradient = 128,
   };
   struct Rank {
     size_t next = 0;  // index of the next action
@@ -202,7 +215,7 @@ class Simulator {
              "simulate", where(r, a), ": expected a chunk in 0..", spec_.virtual_stages - 1,
              " and a micro-batch in 0..", spec_.micro_batches - 1);
     const int stage = a.chunk * P + r;
-    uint8_t& f = ranks_[size_t(r)].done[size_t(a.chunk * spec_.micro_batches + a.micro_batch)];
+    uint8_t& f = st.done[size_t(a.chunk * spec_.micro_batches + a.micro_batch)];
     const auto need = [&](bool ok, const char* what) {
       TS_CHECK(ok, "simulate", where(r, a), ": expected ", what);
     };
@@ -283,8 +296,8 @@ class Simulator {
       if (st.next < lists_[size_t(r)].size())
         stuck += str_cat(stuck.empty() ? "" : "; ", where(r, lists_[size_t(r)][st.next]));
     }
-    TS_CHECK(stuck.empty(), "simulate", "deadlock: every unfinished rank waits for a message "
-             "never sent: ", stuck);
+    TS_CHECK(stuck.empty(), "simulate",
+             "deadlock: every unfinished rank waits for a message never sent: ", stuck);
     if (!mail_.empty()) {
       const auto& [to, from, gradient, m, stage] = mail_.begin()->first;
       TS_FAIL("simulate", mail_.size(), " message(s) sent and never received, the first: rank ",
@@ -299,8 +312,8 @@ class Simulator {
                                 : !(f & kBackward)               ? "backward"
                                 : (f & kSplit) && !(f & kWeight) ? "backward_weight"
                                                                  : nullptr;
-          TS_CHECK(!missing, "simulate", "expected rank ", r, " to run the ", missing,
-                   " of chunk ", c, ", micro-batch ", m, ", got a list without it");
+          TS_CHECK(!missing, "simulate", "expected rank ", r, " to run the ", missing, " of chunk ",
+                   c, ", micro-batch ", m, ", got a list without it");
         }
   }
 
@@ -323,10 +336,14 @@ ScheduleKind schedule_kind(const std::string& name) {
 
 const char* schedule_name(ScheduleKind kind) {
   switch (kind) {
-    case ScheduleKind::gpipe: return "gpipe";
-    case ScheduleKind::one_f_one_b: return "1f1b";
-    case ScheduleKind::interleaved: return "interleaved";
-    case ScheduleKind::zero_bubble: return "zero_bubble";
+    case ScheduleKind::gpipe:
+      return "gpipe";
+    case ScheduleKind::one_f_one_b:
+      return "1f1b";
+    case ScheduleKind::interleaved:
+      return "interleaved";
+    case ScheduleKind::zero_bubble:
+      return "zero_bubble";
   }
   return "?";
 }
@@ -359,7 +376,8 @@ std::vector<Action> schedule_actions(const ScheduleSpec& spec, int rank) {
            spec.stages - 1, ", got ", rank);
   const int P = spec.stages, M = spec.micro_batches;
   switch (spec.kind) {
-    case ScheduleKind::gpipe: return with_transfers(spec, rank, gpipe_order(M));
+    case ScheduleKind::gpipe:
+      return with_transfers(spec, rank, gpipe_order(M));
     case ScheduleKind::one_f_one_b:
       return with_transfers(spec, rank, one_f_one_b_order(P, M, rank, ActionType::backward));
     case ScheduleKind::interleaved:
@@ -374,8 +392,8 @@ SimulationResult simulate_lists(const ScheduleSpec& spec,
                                 const std::vector<std::vector<Action>>& lists,
                                 const SimulationCosts& costs) {
   check_schedule(spec);
-  TS_CHECK(int(lists.size()) == spec.stages, "simulate", "expected one action list per pipeline rank (",
-           spec.stages, "), got ", lists.size());
+  TS_CHECK(int(lists.size()) == spec.stages, "simulate",
+           "expected one action list per pipeline rank (", spec.stages, "), got ", lists.size());
   TS_CHECK(costs.forward >= 0 && costs.backward >= 0 && costs.backward_input >= 0 &&
                costs.backward_weight >= 0,
            "simulate", "expected costs >= 0, got forward ", costs.forward, ", backward ",
@@ -396,8 +414,10 @@ double theoretical_bubble(const ScheduleSpec& spec) {
   const double P = spec.stages, M = spec.micro_batches;
   switch (spec.kind) {
     case ScheduleKind::gpipe:
-    case ScheduleKind::one_f_one_b: return (P - 1) / (M + P - 1);
-    case ScheduleKind::interleaved: return (P - 1) / (M + P - 1) / spec.virtual_stages;
+    case ScheduleKind::one_f_one_b:
+      return (P - 1) / (M + P - 1);
+    case ScheduleKind::interleaved:
+      return (P - 1) / (M + P - 1) / spec.virtual_stages;
     case ScheduleKind::zero_bubble: {
       const SimulationResult r = simulate(spec);
       double sum = 0;

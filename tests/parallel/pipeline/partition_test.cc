@@ -31,8 +31,8 @@ PartitionSpec method(const std::string& m) {
   return s;
 }
 
-std::vector<int64_t> stage_costs(const std::vector<int64_t>& sizes, const std::vector<int64_t>& params,
-                                 int64_t first, int64_t last) {
+std::vector<int64_t> stage_costs(const std::vector<int64_t>& sizes,
+                                 const std::vector<int64_t>& params, int64_t first, int64_t last) {
   std::vector<int64_t> out;
   size_t b = 0;
   for (int64_t n : sizes) {
@@ -91,7 +91,7 @@ TEST_CASE("parameters: the smallest largest stage, then the most even split") {
   const PartitionSpec p = method("parameters");
   // Equal blocks, embeddings and head worth 1.5 blocks each: the ends take fewer blocks.
   const V hundred(8, 100);
-  CHECK(sizes(partition_blocks(p, 8, 3, hundred, 150, 150)) == V{2, 4, 2});  // 350 400 350
+  CHECK(sizes(partition_blocks(p, 8, 3, hundred, 150, 150)) == V{2, 4, 2});     // 350 400 350
   CHECK(sizes(partition_blocks(p, 8, 4, hundred, 150, 150)) == V{1, 3, 3, 1});  // 250 300 300 250
   CHECK(sizes(partition_blocks(p, 8, 4, hundred, 0, 300)) == V{2, 3, 2, 1});    // 200 300 200 400
   CHECK(sizes(partition_blocks(p, 6, 3, {1, 1, 1, 10, 1, 1})) == V{3, 1, 2});
@@ -128,8 +128,9 @@ TEST_CASE("parameters agrees with brute force on the largest stage and the evenn
         best_squares = sq;
       }
     });
-    const V costs = stage_costs(sizes(partition_blocks(method("parameters"), n, s, params, first, last)),
-                                params, first, last);
+    const V costs =
+        stage_costs(sizes(partition_blocks(method("parameters"), n, s, params, first, last)),
+                    params, first, last);
     int64_t sq = 0;
     for (int64_t x : costs) sq += x * x;
     CHECK(*std::max_element(costs.begin(), costs.end()) == best_max);
@@ -144,8 +145,9 @@ TEST_CASE("explicit counts are checked against the stages and blocks") {
   CHECK(partition_blocks(e, 14, 4)[3] == BlockRange{11, 14});
   CHECK_THROWS_WITH(partition_blocks(e, 14, 3),
                     Catch::Contains("expected 3 block counts (one per pipeline stage), got 4"));
-  CHECK_THROWS_WITH(partition_blocks(e, 16, 4),
-                    Catch::Contains("expected block counts summing to the model's 16 blocks, got 14"));
+  CHECK_THROWS_WITH(
+      partition_blocks(e, 16, 4),
+      Catch::Contains("expected block counts summing to the model's 16 blocks, got 14"));
   e.counts = {3, 0, 4, 7};
   CHECK_THROWS_WITH(partition_blocks(e, 14, 4),
                     Catch::Contains("at least 1 block, got 0 for stage 1"));

@@ -27,8 +27,8 @@ Lists all_lists(const ScheduleSpec& spec) {
 }
 
 bool is_compute(ActionType t) {
-  return t == ActionType::forward || t == ActionType::backward ||
-         t == ActionType::backward_input || t == ActionType::backward_weight;
+  return t == ActionType::forward || t == ActionType::backward || t == ActionType::backward_input ||
+         t == ActionType::backward_weight;
 }
 
 // The compute actions alone: "F3" forward, "B3" full backward, "I3" backward_input, "W3"
@@ -37,8 +37,8 @@ std::string compute_order(const ScheduleSpec& spec, int rank) {
   std::string out;
   for (const Action& a : schedule_actions(spec, rank)) {
     if (!is_compute(a.type)) continue;
-    const char* letter = a.type == ActionType::forward    ? "F"
-                         : a.type == ActionType::backward ? "B"
+    const char* letter = a.type == ActionType::forward          ? "F"
+                         : a.type == ActionType::backward       ? "B"
                          : a.type == ActionType::backward_input ? "I"
                                                                 : "W";
     out += out.empty() ? "" : " ";
@@ -110,7 +110,8 @@ std::string structure_error(const ScheduleSpec& spec, int rank, const std::vecto
         return str_cat("backward at ", i, " without its send_gradient just after");
       expected_transfers += (stage > 0) + (stage < last);
       // Micro-batch order within a chunk (the same gradient sums under every schedule).
-      if (a.micro_batch != next_backward_mb[a.chunk]++) return str_cat("backward out of order at ", i);
+      if (a.micro_batch != next_backward_mb[a.chunk]++)
+        return str_cat("backward out of order at ", i);
       last_backward = int(i);
     } else if (split && a.type == ActionType::backward_weight) {
       ++weights[id];
@@ -142,10 +143,13 @@ std::string structure_error(const ScheduleSpec& spec, int rank, const std::vecto
 int expected_peak(const ScheduleSpec& s, int rank) {
   const int P = s.stages, M = s.micro_batches, v = s.virtual_stages;
   switch (s.kind) {
-    case ScheduleKind::gpipe: return M;
+    case ScheduleKind::gpipe:
+      return M;
     case ScheduleKind::one_f_one_b:
-    case ScheduleKind::zero_bubble: return std::min(P - rank, M);
-    case ScheduleKind::interleaved: return std::min(v * M, (v - 1) * P + 2 * (P - rank - 1) + 1);
+    case ScheduleKind::zero_bubble:
+      return std::min(P - rank, M);
+    case ScheduleKind::interleaved:
+      return std::min(v * M, (v - 1) * P + 2 * (P - rank - 1) + 1);
   }
   return -1;
 }
@@ -174,12 +178,12 @@ TEST_CASE("check_schedule refuses schedules that cannot run, naming the numbers"
                     Catch::Contains("expected at least 1 micro-batch, got 0"));
   CHECK_THROWS_WITH(check_schedule(make(K::interleaved, 4, 8, 0)),
                     Catch::Contains("expected at least 1 virtual stage, got 0"));
-  CHECK_THROWS_WITH(check_schedule(make(K::one_f_one_b, 4, 8, 2)),
-                    Catch::Contains("expected 1 virtual stage for schedule 1f1b") &&
-                        Catch::Contains("got 2"));
-  CHECK_THROWS_WITH(check_schedule(make(K::interleaved, 4, 6, 2)),
-                    Catch::Contains("M = 6") && Catch::Contains("P = 4") &&
-                        Catch::Contains("Megatron"));
+  CHECK_THROWS_WITH(
+      check_schedule(make(K::one_f_one_b, 4, 8, 2)),
+      Catch::Contains("expected 1 virtual stage for schedule 1f1b") && Catch::Contains("got 2"));
+  CHECK_THROWS_WITH(check_schedule(make(K::interleaved, 4, 6, 2)), Catch::Contains("M = 6") &&
+                                                                       Catch::Contains("P = 4") &&
+                                                                       Catch::Contains("Megatron"));
   CHECK_THROWS_AS(check_schedule(make(K::zero_bubble, 4, 8, 3)), ValueError);
   CHECK_THROWS_WITH(schedule_actions(make(K::gpipe, 4, 8), 4),
                     Catch::Contains("expected a pipeline rank in 0..3, got 4"));
@@ -334,8 +338,7 @@ TEST_CASE("simulate_lists throws on broken lists, naming what broke") {
     Lists l = good;
     erase_first(l[1], {T::send_activation, 2, 0, 2});
     CHECK_THROWS_WITH(simulate_lists(spec, l),
-                      Catch::Contains("deadlock") &&
-                          Catch::Contains("rank 2 action") &&
+                      Catch::Contains("deadlock") && Catch::Contains("rank 2 action") &&
                           Catch::Contains("recv_activation(chunk 0, micro-batch 2, peer 1)") &&
                           Catch::Contains("rank 1 action"));
   }
@@ -343,8 +346,9 @@ TEST_CASE("simulate_lists throws on broken lists, naming what broke") {
     Lists l = good;
     erase_first(l[0], {T::recv_gradient, 0, 0, 1});
     l[0].insert(l[0].begin(), {T::recv_gradient, 0, 0, 1});
-    CHECK_THROWS_WITH(simulate_lists(spec, l),
-                      Catch::Contains("rank 0 action 0 recv_gradient(chunk 0, micro-batch 0, peer 1)"));
+    CHECK_THROWS_WITH(
+        simulate_lists(spec, l),
+        Catch::Contains("rank 0 action 0 recv_gradient(chunk 0, micro-batch 0, peer 1)"));
   }
   SECTION("a compute before its receive") {
     Lists l = good;
