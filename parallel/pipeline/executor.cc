@@ -24,6 +24,15 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// A transfer whose peer may never come (this step failed) must not be waited for: destroying a
+// pending work blocks until it completes. The step's error ends the job (run_distributed aborts),
+// so the works are parked here, never destroyed, and the unwinding reaches the abort.
+void abandon(std::vector<WorkPtr>& works) {
+  static auto* parked = new std::vector<WorkPtr>();
+  for (WorkPtr& w : works) parked->push_back(std::move(w));
+  works.clear();
+}
+
 bool is_backward(ActionType t) {
   return t == ActionType::backward || t == ActionType::backward_input ||
          t == ActionType::backward_weight;
@@ -57,6 +66,10 @@ void PipelineExecutor::wait_for(const WorkPtr& work, const char* what, int micro
                                 int peer) {
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   while (!work->is_completed()) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::vector<WorkPtr> stuck{work};
+      abandon(stuck);
+    }
     TS_CHECK(std::chrono::steady_clock::now() < deadline, "pipeline", "rank ", group_->rank(),
              " (stage ", global_stage(chunk), ") waited ", timeout_.count() / 1000.0,
              " s for the ", what, " of micro-batch ", micro, " from pipeline rank ", peer,
@@ -174,6 +187,7 @@ void PipelineExecutor::run(const StageCallbacks& cb) {
     try {
       run_action(a, last_for_chunk[i], cb, live, deferred);
     } catch (const std::exception& e) {
+      abandon(pending_sends_);
       TS_FAIL("pipeline", "stage ", global_stage(a.chunk), " (pipeline rank ", group_->rank(),
               ") failed at micro-batch ", a.micro_batch, ": ", e.what());
     }
@@ -199,6 +213,7 @@ std::vector<Tensor> PipelineExecutor::run_forward(int micro_batches, const Stage
         else
           send_activation(out, m, chunk, (rank + 1) % p);
       } catch (const std::exception& e) {
+        abandon(pending_sends_);
         TS_FAIL("pipeline", "stage ", stage, " (pipeline rank ", rank,
                 ") failed at micro-batch ", m, ": ", e.what());
       }
