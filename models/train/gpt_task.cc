@@ -162,7 +162,14 @@ class GptTask : public Task {
   // at the last position (B, V) f32 are broadcast over the pipeline group, so every stage samples
   // the same token.
   Tensor pipelined_logits(const Tensor& window) {
-    const LmBatch b{.input = window, .target = Tensor()};
+    // Sequence parallelism splits T over the tensor group: pad on the right to a multiple of it
+    // (the model is causal, so the last real position never sees the padding), as GPT::forward.
+    const int64_t parts = config_.parallel.tensor.sequence_parallel ? config_.parallel.tensor.size : 1;
+    const int64_t t = window.size(1), pad = (parts - t % parts) % parts;
+    const Tensor padded =
+        pad == 0 ? window
+                 : cat({window, zeros({window.size(0), pad}, {.dtype = window.dtype(), .device = window.device()})}, 1);
+    const LmBatch b{.input = padded, .target = Tensor()};
     const std::vector<Tensor> out =
         pipeline_->run_forward(1, {.forward = [&](int chunk, int, const Tensor& in) {
                                  return forward_on(b, chunk, in, false);
@@ -170,7 +177,7 @@ class GptTask : public Task {
     Tensor last = empty({window.size(0), config_.gpt.vocab_size}, {.dtype = DType::f32});
     parallel::Communicator& group = pipeline_->group();
     if (out[0].defined())
-      last.copy_(out[0].select(1, window.size(1) - 1).to(kCPU).to(DType::f32));
+      last.copy_(out[0].select(1, t - 1).to(kCPU).to(DType::f32));
     group.broadcast(last, group.size() - 1)->wait();
     return last;
   }

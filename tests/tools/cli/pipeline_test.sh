@@ -120,6 +120,11 @@ compare "pp 2 x dp 2 vs serial" "$work/serial.jsonl" "$work/pp2dp2.jsonl" 1e-5
 train pp2tp2 4 "tensor parallel: 1d over 2 ranks" "${pp[@]}" --set parallel.tensor.size=2
 compare "pp 2 x tp 2 vs serial" "$work/serial.jsonl" "$work/pp2tp2.jsonl" 1e-5
 same_eval_and_sample pp2tp2
+train pp2sp 4 "sequence parallel" "${pp[@]}" --set parallel.tensor.size=2 \
+  --set parallel.tensor.sequence_parallel=true --set model.checkpoint=true
+compare "pp 2 x tp 2 with sequence parallelism and activation checkpointing vs serial" \
+  "$work/serial.jsonl" "$work/pp2sp.jsonl" 1e-5
+same_eval_and_sample pp2sp
 train pp2dp2z1 4 "zero: stage 1 over 2 data ranks" "${pp[@]}" --set zero.stage=1 \
   --set parallel.pipeline.schedule=zero_bubble
 compare "pp 2 zero_bubble x dp 2 x ZeRO 1 vs serial" "$work/serial.jsonl" "$work/pp2dp2z1.jsonl" 1e-5
