@@ -50,9 +50,16 @@ void read_parallel(const json& j, TrainConfig& c) {
   r.integer("data", 1, 1);
   const json* pipeline = j.contains("pipeline") && j["pipeline"].is_object() ? r.any("pipeline") : nullptr;
   if (!pipeline) r.integer("pipeline", 1, 1);
-  r.integer("sequence", 1, 1);
+  const json* sequence = j.contains("sequence") && j["sequence"].is_object() ? r.any("sequence") : nullptr;
+  if (!sequence) r.integer("sequence", 1, 1);
   const json& tensor = r.object("tensor");
   r.done();
+  if (sequence) {
+    SectionReader q(*sequence, "parallel.sequence");
+    q.integer("size", 1, 1);
+    q.string("mode", "ring_flash", {"ring", "all_to_all", "ring_flash"});
+    q.done();
+  }
   if (pipeline) {
     SectionReader p(*pipeline, "parallel.pipeline");
     p.integer("size", 1, 1);

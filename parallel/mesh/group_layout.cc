@@ -57,7 +57,10 @@ DeviceMesh build_mesh(const ParallelConfig& config) {
 
 std::vector<GroupSpec> group_specs(const ParallelConfig& config) {
   config.validate();
-  std::vector<GroupSpec> specs = {{"data", {"data"}}, {"pipeline", {"pipeline"}}, {"sequence", {"sequence"}}};
+  std::vector<GroupSpec> specs = {{"data", {"data"}},
+                                  {"pipeline", {"pipeline"}},
+                                  {"sequence", {"sequence"}},
+                                  {"data_sequence", {"data", "sequence"}}};
   for (GroupSpec& s : tensor_group_specs(config.tensor)) specs.push_back(std::move(s));
   return specs;
 }

@@ -11,6 +11,8 @@
 //   3d    tp_k, tp_j, tp_i     (d^3)     t = k * d * d + j * d + i
 // Groups, by the axes their members differ in (every other coordinate is shared):
 //   data, pipeline, sequence             their own axis
+//   data_sequence                        data and sequence (gradients under sequence parallelism
+//                                        are reduced over both)
 //   tensor                               every tensor axis
 //   2d_row / 2d_col                      tp_col / tp_row (a grid row: same row, every column)
 //   2.5d_row / 2.5d_col / 2.5d_dep       tp_col / tp_row / tp_dep

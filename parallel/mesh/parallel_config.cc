@@ -45,6 +45,9 @@ void ParallelConfig::validate() const {
     TS_CHECK(exact_root(tensor.size, 3) > 0, "config",
              "expected parallel.tensor.size to be a cube (q * q * q) for mode 3d, got ", tensor.size);
   }
+  TS_CHECK(sequence_mode == "ring" || sequence_mode == "all_to_all" || sequence_mode == "ring_flash",
+           "config", "expected parallel.sequence.mode to be one of ring, all_to_all, ring_flash, got '",
+           sequence_mode, "'");
   const PipelineOptions& pp = pipeline_options;
   TS_CHECK(pp.schedule == "gpipe" || pp.schedule == "1f1b" || pp.schedule == "interleaved" ||
                pp.schedule == "zero_bubble",
@@ -107,8 +110,21 @@ ParallelConfig ParallelConfig::from_json(const nlohmann::json& j) {
                   pkey, "'");
         }
       }
-    } else if (key == "sequence") {
+    } else if (key == "sequence" && !value.is_object()) {
       c.sequence = read_int(value, key);
+    } else if (key == "sequence") {
+      for (const auto& [skey, svalue] : value.items()) {
+        if (skey == "size") {
+          c.sequence = read_int(svalue, "sequence.size");
+        } else if (skey == "mode") {
+          TS_CHECK(svalue.is_string(), "config",
+                   "expected parallel.sequence.mode to be a string, got ", svalue.dump());
+          c.sequence_mode = svalue.get<std::string>();
+        } else {
+          TS_FAIL("config", "expected a key of parallel.sequence (size, mode), got unknown key '",
+                  skey, "'");
+        }
+      }
     } else if (key == "tensor") {
       TS_CHECK(value.is_object(), "config", "expected parallel.tensor to be an object, got ",
                value.dump());
@@ -149,7 +165,7 @@ nlohmann::json ParallelConfig::to_json() const {
             {"schedule", pipeline_options.schedule},
             {"virtual_stages", pipeline_options.virtual_stages},
             {"partition", pipeline_options.partition}}},
-          {"sequence", sequence},
+          {"sequence", {{"size", sequence}, {"mode", sequence_mode}}},
           {"tensor",
            {{"size", tensor.size},
             {"mode", tensor.mode},

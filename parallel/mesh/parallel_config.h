@@ -29,7 +29,9 @@ struct ParallelConfig {
   int data = 1;
   int pipeline = 1;  // stages
   PipelineOptions pipeline_options;
-  int sequence = 1;
+  int sequence = 1;  // ranks the sequence itself is split over (parallel/sequence)
+  // How attention runs over the split sequence: "ring", "all_to_all" or "ring_flash".
+  std::string sequence_mode = "ring_flash";
   TensorParallelConfig tensor;
 
   // pipeline * data * sequence * tensor.size: the world size this layout needs.
@@ -42,7 +44,8 @@ struct ParallelConfig {
   void validate(int world_size) const;
 
   // {"data": 2, "pipeline": 1, "sequence": 1,   (or "pipeline": {"size": 4, "schedule": "1f1b",
-  //                                                 "virtual_stages": 1, "partition": "uniform"})
+  //                                                 "virtual_stages": 1, "partition": "uniform"},
+  //                                                 "sequence": {"size": 2, "mode": "ring"})
   //  "tensor": {"size": 4, "mode": "1d", "depth": 1, "sequence_parallel": true}};
   // absent keys keep their defaults, unknown keys and wrong types are errors naming the key.
   static ParallelConfig from_json(const nlohmann::json& j);

@@ -113,6 +113,13 @@ GroupLayout reference_layout(const ParallelConfig& c) {
             for (int x = 0; x < S; ++x) seq.push_back(rank(p, d, x, t));
             out["sequence"].push_back(seq);
           }
+          if (d == 0 && s == 0) {
+            std::vector<int> data_seq;
+            for (int x = 0; x < D; ++x)
+              for (int y = 0; y < S; ++y) data_seq.push_back(rank(p, x, y, t));
+            std::sort(data_seq.begin(), data_seq.end());
+            out["data_sequence"].push_back(data_seq);
+          }
         }
   GroupLayout local = reference_tensor_groups(c.tensor.mode, T, c.tensor.depth);
   for (int p = 0; p < P; ++p)

@@ -106,3 +106,26 @@ TEST_CASE("parallel config reads sequence_parallel strictly and only for 1d with
   v.tensor.mode = "1d";
   CHECK_NOTHROW(v.validate(8));
 }
+
+TEST_CASE("parallel.pipeline and parallel.sequence take objects with their options") {
+  const ParallelConfig c = ParallelConfig::from_json(json::parse(
+      R"({"pipeline": {"size": 2, "schedule": "interleaved", "virtual_stages": 2, "partition": [1, 3, 2, 2]},
+          "sequence": {"size": 2, "mode": "ring"}})"));
+  CHECK(c.pipeline == 2);
+  CHECK(c.pipeline_options.schedule == "interleaved");
+  CHECK(c.pipeline_options.virtual_stages == 2);
+  CHECK(c.pipeline_options.partition == json::parse("[1, 3, 2, 2]"));
+  CHECK(c.sequence == 2);
+  CHECK(c.sequence_mode == "ring");
+  CHECK(ParallelConfig::from_json(c.to_json()).to_json() == c.to_json());
+  CHECK(ParallelConfig::from_json(json::parse(R"({"sequence": 4})")).sequence_mode == "ring_flash");
+  CHECK_THROWS_WITH(ParallelConfig::from_json(json::parse(R"({"pipeline": {"size": 2, "schedule": "zigzag"}})")),
+                    Catch::Contains("parallel.pipeline.schedule to be one of gpipe, 1f1b"));
+  CHECK_THROWS_WITH(
+      ParallelConfig::from_json(json::parse(R"({"pipeline": {"size": 2, "virtual_stages": 2}})")),
+      Catch::Contains("virtual_stages 1 with schedule '1f1b', got 2"));
+  CHECK_THROWS_WITH(ParallelConfig::from_json(json::parse(R"({"pipeline": {"stages": 2}})")),
+                    Catch::Contains("unknown key 'stages'"));
+  CHECK_THROWS_WITH(ParallelConfig::from_json(json::parse(R"({"sequence": {"size": 2, "mode": "ulysses"}})")),
+                    Catch::Contains("parallel.sequence.mode to be one of ring, all_to_all, ring_flash"));
+}

@@ -46,8 +46,9 @@ TEST_CASE("layouts and features not available yet are rejected in the product's 
   CHECK_THAT(error_of(j), Catch::Contains("do not divide into pipeline x sequence x tensor = 2"));
   j = tiny_gpt();
   j["parallel"] = {{"pipeline", 2}};
-  CHECK_THAT(error_of(j), Catch::Contains("parallel.pipeline 2") &&
-                              Catch::Contains("set parallel.pipeline to 1") &&
+  j["zero"] = {{"stage", 2}};
+  CHECK_THAT(error_of(j), Catch::Contains("zero.stage 2 with parallel.pipeline 2") &&
+                              Catch::Contains("set zero.stage to 0 or 1") &&
                               !Catch::Contains("issue"));
   j = tiny_gpt();
   j["zero"] = {{"stage", 2}};
