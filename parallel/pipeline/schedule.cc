@@ -53,13 +53,23 @@ std::vector<Step> zero_bubble_order(int stages, int micro_batches, int rank) {
   const std::vector<Step> base =
       one_f_one_b_order(stages, micro_batches, rank, ActionType::backward_input);
   const size_t cooldown_begin = base.size() - size_t(std::min(stages - rank - 1, micro_batches));
+  // A W keeps what its weight gradients read (the linears' inputs and output gradients) until it
+  // runs, so the Ws waiting are bounded whatever M, as ZB-H1 does: rank r may hold r Ws beyond
+  // 1F1B's P - r micro-batches in flight, so every rank holds at most P, 1F1B's peak (rank 0's).
+  // Before a forward that would exceed that, the oldest W runs; the rest fill the cool-down.
+  const int limit = std::min(stages - rank, micro_batches) + rank;
+  int forwarded = 0, weighted = 0;
   std::vector<Step> out;
   std::deque<int> pending;  // micro-batches whose B ran and W did not
   for (size_t i = 0; i < base.size(); ++i) {
-    if (base[i].type == ActionType::backward_input && i >= cooldown_begin && !pending.empty()) {
+    const bool needs_room = base[i].type == ActionType::forward && forwarded - weighted >= limit;
+    const bool cooldown_b = base[i].type == ActionType::backward_input && i >= cooldown_begin;
+    if ((needs_room || cooldown_b) && !pending.empty()) {
       out.push_back({ActionType::backward_weight, 0, pending.front()});
       pending.pop_front();
+      ++weighted;
     }
+    if (base[i].type == ActionType::forward) ++forwarded;
     out.push_back(base[i]);
     if (base[i].type == ActionType::backward_input) pending.push_back(base[i].micro_batch);
   }
