@@ -1,6 +1,6 @@
-// `bench [kernels | train | comm | cuda] [options]`, `mpirun -np N bench tp | zero`: benchmarks.
-// kernels (the default), train and cuda print Tessera beside PyTorch measured in the same run;
-// comm, tp and zero run under mpirun.
+// `bench [kernels | train | comm | cuda] [options]`, `mpirun -np N bench tp | zero | pp`:
+// benchmarks. kernels (the default), train and cuda print Tessera beside PyTorch measured in the
+// same run; comm, tp, zero and pp run under mpirun.
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -17,6 +17,7 @@ constexpr const char* kUsage =
     "its options)\n"
     "       mpirun -np N bench tp [options]\n"
     "       mpirun -np N bench zero [options]\n"
+    "       mpirun -np P bench pp [options]\n"
     "  kernels   GPT-2 124M op timings, Tessera vs PyTorch eager (the default subcommand)\n"
     "  train     GPT-2 124M training step: tokens/s and peak memory, Tessera vs PyTorch\n"
     "  comm      collectives (time, algbw, busbw) and data-parallel scaling; mpirun -np N\n"
@@ -25,7 +26,10 @@ constexpr const char* kUsage =
     "  tp        tensor parallelism per scheme beside serial (a gpt2-124m-wide block, a GPT\n"
     "            step): time, bytes per rank vs the documented formula, memory; mpirun -np N\n"
     "  zero      ZeRO stages 0-2 on the data ranks (a GPT, f32 and bf16): model-state bytes per\n"
-    "            rank vs the ZeRO formulas, step time, bytes per rank vs 2 Psi; mpirun -np N\n";
+    "            rank vs the ZeRO formulas, step time, bytes per rank vs 2 Psi; mpirun -np N\n"
+    "  pp        pipeline schedules (gpipe, 1f1b, interleaved, zero_bubble) on a small GPT over P\n"
+    "            stages: measured bubble vs theory and simulator, step time, activation memory\n"
+    "            per rank; mpirun -np P\n";
 
 int print_help(const char* text) {
   std::fputs(text, stdout);
@@ -72,8 +76,12 @@ int run(int argc, char** argv) {
     if (wants_help(args)) return print_help(kZeroUsage);
     return run_zero_command(argc, argv, first);
   }
+  if (sub == "pp") {
+    if (wants_help(args)) return print_help(kPpUsage);
+    return run_pp_command(argc, argv, first);
+  }
   // The subcommands before tp are named as they always were: scripts match this message.
-  throw UsageError("expected the subcommand kernels, train, comm or cuda (or tp, zero), got '" +
+  throw UsageError("expected the subcommand kernels, train, comm or cuda (or tp, zero, pp), got '" +
                    sub + "'");
 }
 

@@ -23,6 +23,10 @@ int run_tp_command(int argc, char** argv, int first);
 // `bench zero` (under mpirun): ZeRO stages 0-2 on the data ranks, model-state bytes per rank by the
 // allocator beside the ZeRO formulas, step time, bytes per rank beside the 2 Psi ring. As comm.
 int run_zero_command(int argc, char** argv, int first);
+// `bench pp` (under mpirun): pipeline schedules over the P ranks on a small GPT, the measured
+// bubble fraction beside the theory's and the simulator's, step time, activation memory per rank.
+// As comm.
+int run_pp_command(int argc, char** argv, int first);
 
 extern const char* const kKernelsUsage;
 extern const char* const kTrainUsage;
@@ -30,5 +34,6 @@ extern const char* const kCommUsage;
 extern const char* const kCudaUsage;
 extern const char* const kTpUsage;
 extern const char* const kZeroUsage;
+extern const char* const kPpUsage;
 
 }  // namespace tessera::bench

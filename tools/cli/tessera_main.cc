@@ -22,10 +22,11 @@ constexpr const char* kUsage =
     "token file\n"
     "  generate --checkpoint DIR --prompt TEXT     continue a prompt with a GPT checkpoint\n"
     "  data prepare --input a.txt --output a.tok   text files -> token files\n"
-    "  bench kernels|train|comm|tp|zero|cuda ...   benchmarks: kernels and the GPT-2 training step\n"
+    "  bench kernels|train|comm|tp|zero|pp|cuda    benchmarks: kernels and the GPT-2 training step\n"
     "                                              beside PyTorch; comm (mpirun -np N) collectives\n"
     "                                              and data-parallel scaling; tp (mpirun -np N)\n"
     "                                              tensor-parallel bytes, memory and time per mode;\n"
+    "                                              pp (mpirun -np P) pipeline schedules' bubble;\n"
     "                                              cuda: GEMM, attention and the GPT-2 step on a GPU\n"
     "                                              (bench --help)\n";
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `tessera bench` hands over to the bench binary built beside it: --help lists kernels, train and
 # comm; `bench train` runs gpt-tiny; `mpirun -np 2 tessera bench comm` runs at tiny sizes with
-# rank 0 printing both tables.
+# rank 0 printing both tables; then tp, zero and pp under mpirun at tiny sizes.
 # Usage: bench_cli_test.sh TESSERA
 set -u
 here=$(dirname "$0")
@@ -72,5 +72,26 @@ grep -qE "^\| f32 +\| 0 +\| +2 \| +4\.00 \(4\.00\) \| +4\.00 \(4\.00\) \| +8\.00
   echo "ok: bench zero, stages 0 and 2 send the 2 Psi ring" || fail "expected stages 0 and 2 at 1.000 of the ring"
 mpi 2 60 "$tessera" bench zero --precision f16
 expect_error "bench zero usage error" "expected --precision f32, bf16 or both"
+
+# `mpirun -np 2 tessera bench pp` at the smallest sizes: the table's header and one measured row
+# per schedule, 1f1b's with its step ratio to itself and the theory's (P-1)/(M+P-1) = 1/5; a
+# --stages other than the ranks refused.
+run 30 "$tessera" bench pp --help
+expect_ok "bench pp --help" "usage: mpirun -np P bench pp"
+run 30 "$tessera" bench --help
+grep -qE "^  pp " "$LOG" && echo "ok: bench --help lists pp" || fail "bench --help lacks pp"
+mpi 2 60 "$tessera" bench pp --blocks 4 --width 32 --heads 2 --seq 8 --micro 1 --micro-batches 4 \
+  --warmup 1 --steps 1
+expect_ok "mpirun -np 2 tessera bench pp" "## Pipeline schedules, GPT (4 blocks, C=32"
+[ "$(grep -c "^# tessera bench pp: 2 ranks" "$LOG")" -eq 1 ] && echo "ok: bench pp, rank 0 alone prints" ||
+  fail "expected one bench pp header line from rank 0"
+grep -qE "^\| schedule +\| +v \| +M \| step \(ms\) \| vs 1f1b \| bubble mean \| bubble max \| theory \| simulated \|" "$LOG" &&
+  echo "ok: bench pp table header" || fail "expected the bench pp table header"
+grep -qE "^\| 1f1b +\| +1 \| +4 \| +[0-9.]+ \| +1\.00 \| +[0-9.]+ \| +[0-9.]+ \| +0\.200 \| +[0-9.]+ \|" "$LOG" &&
+  echo "ok: bench pp 1f1b row" || fail "expected the 1f1b row (vs 1f1b 1.00, theory 0.200)"
+[ "$(grep -cE "^\| (gpipe|1f1b|interleaved|zero_bubble) +\| +[12] \| +4 \| +[0-9.]+ \|" "$LOG")" -eq 4 ] &&
+  echo "ok: bench pp, 4 measured rows" || fail "expected 4 measured rows (one per schedule)"
+mpi 2 60 "$tessera" bench pp --stages 4
+expect_error "bench pp layout error" "expected --stages 4 to equal the number of ranks 2"
 
 finish
