@@ -13,5 +13,7 @@
 #include "parallel/comm/mpi_communicator.h"
 #include "parallel/comm/mpi_runtime.h"
 #include "parallel/mesh/parallel_context.h"
+#include "parallel/pipeline/executor.h"
+#include "parallel/sequence/attention.h"
 #include "parallel/tensor/placement_ops.h"
 #include "parallel/zero/sharded_optimizer.h"

@@ -117,6 +117,12 @@ struct AttentionOptions {
   // dropout_heads heads (0: H) and these H start at head dropout_head_offset.
   int64_t dropout_heads = 0;
   int64_t dropout_head_offset = 0;
+  // Sequence parallelism: these T queries and S keys are rows [dropout_row_offset, + T) and
+  // columns [dropout_col_offset, + S) of each head of a (dropout_rows, dropout_cols) attention
+  // (0: T, S), and the flat index counts that whole attention, so a block of a sharded sequence
+  // draws the serial mask (kernels/attention_dropout.h has the formula).
+  int64_t dropout_rows = 0, dropout_cols = 0;
+  int64_t dropout_row_offset = 0, dropout_col_offset = 0;
 };
 // Fused scaled dot-product attention, flash style: q (B, H, T, D), k and v (B, H, S, D), out (B, H, T, D),
 // lse (B, H, T) f32 log-sum-exp of the scaled, masked scores (saved for the backward).

@@ -44,12 +44,7 @@ Problem make_problem(const char* op, const Tensor& q, const Tensor& k, const Ten
   p.shift = p.S - p.T;
   p.dropout_p = opts.dropout_p;
   p.seed = opts.seed;
-  p.offset = opts.offset;
-  p.dropout_heads = opts.dropout_heads > 0 ? opts.dropout_heads : p.H;
-  p.dropout_head_offset = opts.dropout_head_offset;
-  TS_CHECK(p.dropout_head_offset >= 0 && p.dropout_head_offset + p.H <= p.dropout_heads, op,
-           "expected heads [", p.dropout_head_offset, ", ", p.dropout_head_offset + p.H,
-           ") inside the layer's ", p.dropout_heads, " dropout heads");
+  p.dropout = attention_dropout_grid(op, opts, p.H, p.T, p.S);
   if (key_padding_mask.defined()) {
     check_tensor(op, "key_padding_mask", key_padding_mask, {p.B, p.S}, DType::b8, false);
     p.mask = static_cast<const bool*>(key_padding_mask.data_ptr());
@@ -89,17 +84,10 @@ void mask_tile(const Problem& p, int64_t b, const Tile& tile) {
   }
 }
 
-// The (batch, head) row of the layer's whole dropout draw that local row bh of p reads.
-int64_t mask_head(const Problem& p, int64_t bh) {
-  const int64_t heads = p.dropout_heads > 0 ? p.dropout_heads : p.H;
-  return (bh / p.H) * heads + p.dropout_head_offset + bh % p.H;
-}
-
 void dropout_factors(const Problem& p, int64_t bh, const Tile& tile) {
   const float keep_scale = 1.0f / (1.0f - p.dropout_p);
   for (int64_t j = 0; j < tile.nq; ++j) {
-    const uint64_t base =
-        p.offset + uint64_t(mask_head(p, bh) * p.T + tile.t0 + j) * uint64_t(p.S) + uint64_t(tile.s0);
+    const uint64_t base = attention_dropout_index(p.dropout, bh, tile.t0 + j, tile.s0);
     float* row = tile.data + j * tile.q_stride;
     for (int64_t i = 0; i < tile.nk; ++i) {
       const float u = philox_uniform(p.seed, base + uint64_t(i));

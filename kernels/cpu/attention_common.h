@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/tensor.h"
+#include "kernels/attention_dropout.h"
 #include "kernels/kernels.h"
 
 namespace tessera::kernels::cpu::attention_detail {
@@ -21,8 +22,8 @@ struct Problem {
   bool causal = false;
   int64_t shift = 0;  // causal: query t sees keys s <= t + shift (shift = S - T)
   float dropout_p = 0.0f;
-  uint64_t seed = 0, offset = 0;
-  int64_t dropout_heads = 0, dropout_head_offset = 0;  // the whole layer's heads, this H's first
+  uint64_t seed = 0;
+  AttentionDropoutGrid dropout;  // where these probabilities sit in the layer's dropout draw
   const bool* mask = nullptr;  // key padding mask (B, S), true = attend; null when absent
   int64_t mask_sb = 0, mask_ss = 0;
 
@@ -65,7 +66,7 @@ bool tile_needs_mask(const Problem& p, const Tile& tile);
 // Sets the entries the padding mask of batch b or the causal diagonal hides to -inf.
 void mask_tile(const Problem& p, int64_t b, const Tile& tile);
 // Replaces each entry by 1 / (1 - p) where the dropout keeps probability (t, s) of head bh, else
-// 0: keep = philox_uniform(seed, offset + (bh * T + t) * S + s) >= p.
+// 0: keep = philox_uniform(seed, attention_dropout_index(dropout, bh, t, s)) >= p.
 void dropout_factors(const Problem& p, int64_t bh, const Tile& tile);
 
 // dst (cols, rows) = src (rows, cols)^T, both dense.

@@ -45,12 +45,7 @@ Problem resolve_problem(const char* op, const Tensor& q, const Tensor& k, const 
   p.dropout_p = opts.dropout_p;
   p.keep_scale = 1.0f / (1.0f - opts.dropout_p);
   p.seed = opts.seed;
-  p.offset = opts.offset;
-  p.dropout_heads = opts.dropout_heads > 0 ? opts.dropout_heads : p.H;
-  p.dropout_head_offset = opts.dropout_head_offset;
-  TS_CHECK(p.dropout_head_offset >= 0 && p.dropout_head_offset + p.H <= p.dropout_heads, op,
-           "expected heads [", p.dropout_head_offset, ", ", p.dropout_head_offset + p.H,
-           ") inside the layer's ", p.dropout_heads, " dropout heads");
+  p.dropout = attention_dropout_grid(op, opts, p.H, p.T, p.S);
   if (key_padding_mask.defined()) {
     check_tensor(op, "key_padding_mask", key_padding_mask, q, {p.B, p.S}, DType::b8);
     p.mask = static_cast<const uint8_t*>(key_padding_mask.data_ptr());

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/tensor.h"
+#include "kernels/attention_dropout.h"
 #include "kernels/kernels.h"
 
 namespace tessera::kernels::cuda::attention_detail {
@@ -40,8 +41,8 @@ struct Problem {
   int64_t shift = 0;  // causal: query t sees keys s <= t + shift (shift = S - T)
   float dropout_p = 0.0f;
   float keep_scale = 1.0f;  // 1 / (1 - p), in f32 as the CPU computes it
-  uint64_t seed = 0, offset = 0;
-  int64_t dropout_heads = 0, dropout_head_offset = 0;  // the whole layer's heads, this H's first
+  uint64_t seed = 0;
+  AttentionDropoutGrid dropout;   // where these probabilities sit in the layer's dropout draw
   const uint8_t* mask = nullptr;  // key padding mask (B, S) bool, true = attend; null when absent
   int64_t mask_sb = 0, mask_ss = 0;
 };

@@ -20,9 +20,7 @@ TS_HOST_DEVICE TS_INLINE bool visible(const Problem& p, int64_t b, int64_t t, in
 // The dropout factor of probability (t, s) of head bh: keep_scale when philox keeps it, else 0;
 // the same counter and compare as the CPU kernels, so both draw the same mask.
 TS_HOST_DEVICE TS_INLINE float dropout_factor(const Problem& p, int64_t bh, int64_t t, int64_t s) {
-  const int64_t heads = p.dropout_heads > 0 ? p.dropout_heads : p.H;
-  const int64_t head = (bh / p.H) * heads + p.dropout_head_offset + bh % p.H;
-  const uint64_t index = p.offset + uint64_t(head * p.T + t) * uint64_t(p.S) + uint64_t(s);
+  const uint64_t index = attention_dropout_index(p.dropout, bh, t, s);
   return philox_uniform(p.seed, index) >= p.dropout_p ? p.keep_scale : 0.0f;
 }
 

@@ -24,13 +24,17 @@ struct Case {
   bool strided = false;       // inputs as permuted (B, L, H, D) storage: rows still 16-byte aligned
   bool column_major = false;  // inputs as transposed (B, H, D, L) storage: unit stride across rows
   float scale = 0.0f;
+  // Dropout draws the probabilities as heads [1, 1 + H) of H + 2 and the (T, S) block at rows 5
+  // and columns 3 of a (T + 9, S + 4) attention (tensor and sequence parallelism).
+  bool dropout_block = false;
 };
 
 inline std::string name_of(const Case& c) {
   return "B" + std::to_string(c.B) + " H" + std::to_string(c.H) + " T" + std::to_string(c.T) +
          " S" + std::to_string(c.S) + " D" + std::to_string(c.D) + " " + dtype_name(c.dtype) +
          (c.causal ? " causal" : "") + (c.mask ? " mask" : "") + (c.dropout > 0 ? " dropout" : "") +
-         (c.strided ? " strided" : "") + (c.column_major ? " column-major" : "");
+         (c.strided ? " strided" : "") + (c.column_major ? " column-major" : "") +
+         (c.dropout_block ? " dropout-block" : "");
 }
 
 // A (B, H, L, D) input on `device`; the values depend only on the seed, so copies on different
@@ -84,6 +88,14 @@ inline kernels::AttentionOptions options_of(const Case& c) {
   o.dropout_p = c.dropout;
   o.seed = 1234;
   o.offset = 77;
+  if (c.dropout_block) {
+    o.dropout_heads = c.H + 2;
+    o.dropout_head_offset = 1;
+    o.dropout_rows = c.T + 9;
+    o.dropout_cols = c.S + 4;
+    o.dropout_row_offset = 5;
+    o.dropout_col_offset = 3;
+  }
   return o;
 }
 

@@ -58,7 +58,13 @@ Grads reference(const Sizes& z, const std::vector<double>& q, const std::vector<
           for (int64_t d = 0; d < z.D; ++d) dot += qt[d] * k[(bh * z.S + s) * z.D + d];
           sc[s] = visible ? dot * scale : -INFINITY;
           mx = std::max(mx, sc[s]);
-          const uint64_t idx = o.offset + uint64_t((bh * z.T + t) * z.S + s);
+          // The counter of (t, s) in the layer's whole draw (kernels.h: head and block offsets).
+          const int64_t heads = o.dropout_heads > 0 ? o.dropout_heads : z.H;
+          const int64_t rows = o.dropout_rows > 0 ? o.dropout_rows : z.T;
+          const int64_t cols = o.dropout_cols > 0 ? o.dropout_cols : z.S;
+          const int64_t head = b * heads + o.dropout_head_offset + h;
+          const uint64_t idx = o.offset + uint64_t((head * rows + o.dropout_row_offset + t) * cols +
+                                                   o.dropout_col_offset + s);
           f[s] = philox_uniform(o.seed, idx) >= o.dropout_p ? 1.0 / (1.0 - double(o.dropout_p)) : 0.0;
         }
         double sum = 0.0;
@@ -203,6 +209,27 @@ TEST_CASE("attention dropout matches the philox mask of the reference", "[attent
   run_case({.z = {1, 2, 130, 200, 64},
             .opts = {.causal = true, .dropout_p = 0.1f, .seed = 99, .offset = 5},
             .use_mask = true});
+}
+
+TEST_CASE("attention dropout of a head shard and a (query, key) block of a larger draw", "[attention]") {
+  // Heads [1, 3) of 4; queries [5, 38) of 50 and keys [3, 43) of 47 (sequence parallelism).
+  AttentionOptions o{.dropout_p = 0.2f, .seed = 7, .offset = 123};
+  o.dropout_heads = 4;
+  o.dropout_head_offset = 1;
+  o.dropout_rows = 50;
+  o.dropout_cols = 47;
+  o.dropout_row_offset = 5;
+  o.dropout_col_offset = 3;
+  run_case({.z = {2, 2, 33, 40, 8}, .opts = o});
+  o.causal = true;
+  run_case({.z = {2, 2, 33, 40, 8}, .opts = o, .use_mask = true});
+  // A block that does not fit its grid is refused.
+  Tensor q = zeros({1, 2, 3, 4}), k = zeros({1, 2, 5, 4}), out = zeros({1, 2, 3, 4}), lse = zeros({1, 2, 3});
+  AttentionOptions bad{.dropout_p = 0.1f};
+  bad.dropout_cols = 6;
+  bad.dropout_col_offset = 2;
+  CHECK_THROWS_WITH(kernels::cpu::attention_forward(q, k, k, {}, bad, out, lse),
+                    Catch::Contains("inside the (3, 6) dropout grid"));
 }
 
 TEST_CASE("attention scale override", "[attention]") {

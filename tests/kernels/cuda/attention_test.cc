@@ -85,6 +85,25 @@ TEST_CASE("cuda attention dropout draws the CPU's mask", "[cuda][attention]") {
             .causal = true,
             .mask = true,
             .dropout = 0.1f});
+  // A head shard and a (query, key) block of a larger draw (tensor and sequence parallelism).
+  run_case({.B = 2,
+            .H = 2,
+            .T = 37,
+            .S = 40,
+            .D = 64,
+            .dtype = DType::f32,
+            .causal = true,
+            .mask = true,
+            .dropout = 0.2f,
+            .dropout_block = true});
+  run_case({.B = 1,
+            .H = 2,
+            .T = 45,
+            .S = 70,
+            .D = 32,
+            .dtype = DType::bf16,
+            .dropout = 0.2f,
+            .dropout_block = true});
 }
 
 TEST_CASE("cuda attention 16-bit floats and strided views", "[cuda][attention]") {

@@ -176,6 +176,16 @@ TEST_CASE("tensor-core attention (emulated): full tiles, masks and dropout", "[s
             .mask = true,
             .dropout = 0.2f});
   run_case({.B = 1, .H = 2, .T = 64, .S = 64, .D = 128, .dtype = DType::f16, .dropout = 0.1f});
+  run_case({.B = 2,
+            .H = 2,
+            .T = 45,
+            .S = 70,
+            .D = 32,
+            .dtype = DType::bf16,
+            .causal = true,
+            .mask = true,
+            .dropout = 0.2f,
+            .dropout_block = true});
 }
 
 TEST_CASE("tensor-core attention (emulated): strided and column-major views", "[simt][attention]") {
@@ -244,4 +254,14 @@ TEST_CASE("f32-FMA attention (emulated) matches the CPU: f32 and 16-bit inputs",
             .strided = true},
            Path::fma);
   run_case({.B = 1, .H = 1, .T = 1, .S = 1, .D = 32, .dtype = DType::f16}, Path::fma);
+  run_case({.B = 2,
+            .H = 2,
+            .T = 37,
+            .S = 40,
+            .D = 64,
+            .dtype = DType::f32,
+            .mask = true,
+            .dropout = 0.2f,
+            .dropout_block = true},
+           Path::fma);
 }
