@@ -9,61 +9,144 @@ namespace {
 
 Tensor as_i64(const Tensor& t) { return t.dtype() == DType::i64 ? t : t.to(DType::i64); }
 
+// attention_mask (B, T), bool or integer, as a bool mask (true = attend); undefined stays
+// undefined. `want` is (B, T), with T -1 where it is not known.
+Tensor key_mask(const Tensor& attention_mask, const Shape& want) {
+  if (!attention_mask.defined()) return attention_mask;
+  TS_CHECK(want.size() == 2 && attention_mask.dim() == 2 && attention_mask.size(0) == want[0] &&
+               (want[1] < 0 || attention_mask.size(1) == want[1]),
+           "Bert", "expected attention_mask of the ids' shape ",
+           want.size() == 2 ? shape_str(want) : "(B, T)", ", got ", attention_mask.describe());
+  return attention_mask.dtype() == DType::b8 ? attention_mask
+                                             : ne(attention_mask, zeros_like(attention_mask));
+}
+
 }  // namespace
 
-Bert::Bert(const BertConfig& config, const nn::BuildContext& ctx) : config_(config), seq_(ctx) {
+Bert::Bert(const BertConfig& config, const nn::BuildContext& ctx)
+    : config_(config), seq_(ctx), split2d_(ctx) {
   config.validate();
   const BertConfig& c = config_;
-  embeddings_ = register_module("embeddings", std::make_shared<BertEmbeddings>(c, ctx));
+  // Parameter counts that balance the "parameters" partition (the embeddings on the first stage,
+  // the heads on the last).
+  const int64_t d = c.d_model, hidden = c.mlp_hidden > 0 ? c.mlp_hidden : 4 * d;
+  const int64_t block_params = 4 * d * d + 2 * d * hidden + hidden + 9 * d;
+  const int64_t heads = (c.mlm_head ? d * d + 3 * d + c.vocab_size : 0) +
+                        (c.num_labels > 0 ? d * d + d + (d + 1) * c.num_labels : 0);
+  stage_ =
+      nn::PipelineStage::plan(ctx, c.n_layers, block_params,
+                              (c.vocab_size + c.max_positions + c.type_vocab_size + 2) * d, heads);
+  // Layers this rank does not hold are built aside and dropped, in the serial order, so the
+  // generator draws every held weight at its serial offset. The MLM decoder is tied to the word
+  // embeddings: `word` is kept until the head is built (or built aside), and the last stage holds
+  // it under its serial name, as GPT's last stage holds wte.
+  std::shared_ptr<nn::Embedding> word;
+  if (stage_.holds_embeddings()) {
+    embeddings_ = register_module("embeddings", std::make_shared<BertEmbeddings>(c, ctx));
+    stage_.hold("embeddings", *embeddings_);
+    word = embeddings_->word_embeddings();
+  } else {
+    auto aside = std::make_shared<BertEmbeddings>(c, ctx);
+    stage_.skip("embeddings", [&] { return aside; });
+    word = aside->word_embeddings();
+    if (stage_.holds_head() && c.mlm_head) {
+      auto holder = register_module("embeddings", std::make_shared<nn::Module>());
+      holder->register_module("word_embeddings", word);
+    }
+  }
   h_ = register_module("h", std::make_shared<nn::ModuleList>());
   for (int64_t i = 0; i < c.n_layers; ++i) {
-    h_->push_back(nn::make_block({.d_model = c.d_model,
-                                  .n_heads = c.n_heads,
-                                  .mlp_hidden = c.mlp_hidden,
-                                  .causal = false,
-                                  .pre_ln = false,
-                                  .ln_eps = c.ln_eps,
-                                  .gelu = "none",
-                                  .bias = true,
-                                  .dropout = c.dropout,
-                                  .attn_dropout = c.attn_dropout,
-                                  .init_std = c.init_std,
-                                  .checkpoint = c.checkpoint},
-                                 ctx));
+    auto make = [&] {
+      return nn::make_block({.d_model = c.d_model,
+                             .n_heads = c.n_heads,
+                             .mlp_hidden = c.mlp_hidden,
+                             .causal = false,
+                             .pre_ln = false,
+                             .ln_eps = c.ln_eps,
+                             .gelu = "none",
+                             .bias = true,
+                             .dropout = c.dropout,
+                             .attn_dropout = c.attn_dropout,
+                             .init_std = c.init_std,
+                             .checkpoint = c.checkpoint},
+                            ctx);
+    };
+    const std::string name = "h." + std::to_string(i);
+    if (!stage_.holds_block(i)) {
+      stage_.skip(name, make);
+      block_slot_.push_back(-1);
+      continue;
+    }
+    block_slot_.push_back(int64_t(h_->size()));
+    stage_.hold(name, *h_->push_back(make(), std::to_string(i)));
   }
   if (c.mlm_head) {
-    mlm_ = register_module(
-        "mlm", std::make_shared<BertMLMHead>(c, *embeddings_->word_embeddings(), ctx));
+    // The serial model lists the decoder's weight as embeddings.word_embeddings.weight.
+    const std::vector<std::string> tied{"decoder.weight"};
+    auto make_mlm = [&] { return std::make_shared<BertMLMHead>(c, *word, ctx); };
+    if (stage_.holds_head()) {
+      mlm_ = register_module("mlm", make_mlm());
+      stage_.hold("mlm", *mlm_, tied);
+    } else {
+      stage_.skip("mlm", make_mlm, tied);
+    }
   }
   if (c.num_labels > 0) {
-    pooler_ = register_module("pooler", std::make_shared<BertPooler>(c, ctx));
-    classifier_ =
-        register_module("classifier", nn::make_classification_head({.d_model = c.d_model,
-                                                                    .num_classes = c.num_labels,
-                                                                    .pooling = nn::Pooling::none,
-                                                                    .dropout = c.dropout,
-                                                                    .init_std = c.init_std},
-                                                                   ctx));
+    auto make_pooler = [&] { return std::make_shared<BertPooler>(c, ctx); };
+    auto make_classifier = [&] {
+      return nn::make_classification_head({.d_model = c.d_model,
+                                           .num_classes = c.num_labels,
+                                           .pooling = nn::Pooling::none,
+                                           .dropout = c.dropout,
+                                           .init_std = c.init_std},
+                                          ctx);
+    };
+    if (stage_.holds_head()) {
+      pooler_ = register_module("pooler", make_pooler());
+      stage_.hold("pooler", *pooler_);
+      classifier_ = register_module("classifier", make_classifier());
+      stage_.hold("classifier", *classifier_);
+    } else {
+      stage_.skip("pooler", make_pooler);
+      stage_.skip("classifier", make_classifier);
+    }
   }
+}
+
+Tensor Bert::run_blocks(Tensor x, const Tensor& mask, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i)
+    x = h_->at<nn::Block>(size_t(block_slot_[i]))->forward(x, mask);
+  return x;
 }
 
 Tensor Bert::forward(const Tensor& ids, const Tensor& token_type_ids,
                      const Tensor& attention_mask) {
+  TS_CHECK(!stage_.pipelined(), "Bert",
+           "expected the whole model on this rank, got pipeline stage ", stage_.rank(), " of ",
+           stage_.ranks(), " (use stage_forward)");
   // The mask is checked first, so that no rank enters a collective another has refused.
-  Tensor mask;  // (B, T) bool, true = attend
-  if (attention_mask.defined()) {
-    TS_CHECK(ids.defined() && attention_mask.shape() == ids.shape(), "Bert",
-             "expected attention_mask of the ids' shape ",
-             ids.defined() ? shape_str(ids.shape()) : "undefined", ", got ",
-             attention_mask.describe());
-    mask = attention_mask.dtype() == DType::b8 ? attention_mask
-                                               : ne(attention_mask, zeros_like(attention_mask));
-  }
+  const Tensor mask = key_mask(attention_mask, ids.defined() ? ids.shape() : Shape{});
   // Sequence parallel: (B, T/P, C) shards through the blocks; the mask stays whole (B, T), as
   // attention's keys are the gathered sequence.
   Tensor x = embeddings_->forward(ids, token_type_ids);  // (B, T, C)
-  for (size_t i = 0; i < h_->size(); ++i) x = h_->at<nn::Block>(i)->forward(x, mask);
+  x = run_blocks(x, mask, 0, config_.n_layers);
   return seq_.gather(x, nn::kSequenceDim);  // (B, T, C) on every rank
+}
+
+Tensor Bert::stage_forward(int chunk, const Tensor& input, const Tensor& attention_mask,
+                           const Tensor& labels, const Tensor& token_type_ids) {
+  const bool first = stage_.first_chunk(chunk);
+  TS_CHECK(input.defined() && input.dim() == (first ? 2 : 3), "Bert.stage_forward", "expected ",
+           first ? "token ids (B, T)" : "hidden states (B, T, C)", ", got ",
+           input.defined() ? input.describe() : "undefined");
+  // Later stages know B, not T (a sequence-parallel shard holds T/P rows); the mask is whole.
+  const Tensor mask = key_mask(attention_mask, first ? input.shape() : Shape{input.size(0), -1});
+  const parallel::pipeline::BlockRange blocks = stage_.chunk_blocks(chunk);
+  Tensor x = run_blocks(first ? embeddings_->forward(input, token_type_ids) : input, mask,
+                        blocks.begin, blocks.end);
+  if (!stage_.last_chunk(chunk)) return x;
+  x = seq_.gather(x, nn::kSequenceDim);  // (B, T, C)
+  return labels.defined() ? mlm_loss(x, labels) : mlm_logits(x);
 }
 
 Tensor Bert::mlm_logits(const Tensor& hidden) {
@@ -73,7 +156,7 @@ Tensor Bert::mlm_logits(const Tensor& hidden) {
 
 Tensor Bert::mlm_loss(const Tensor& hidden, const Tensor& labels) {
   TS_CHECK(labels.defined() && hidden.defined() && labels.dim() == 2 &&
-               labels.size(0) == hidden.size(0) && labels.size(1) == hidden.size(1),
+               labels.size(0) == split2d_.batch(hidden) && labels.size(1) == hidden.size(1),
            "Bert.mlm_loss", "expected labels (B, T) matching the hidden states ",
            hidden.defined() ? hidden.describe() : "undefined", ", got ",
            labels.defined() ? labels.describe() : "undefined");
@@ -88,11 +171,11 @@ Tensor Bert::classify(const Tensor& hidden) {
 }
 
 Tensor Bert::classification_loss(const Tensor& hidden, const Tensor& labels) {
-  TS_CHECK(
-      labels.defined() && labels.dim() == 1 && hidden.defined() && labels.size(0) == hidden.size(0),
-      "Bert.classification_loss", "expected labels (B) for hidden states ",
-      hidden.defined() ? hidden.describe() : "undefined", ", got ",
-      labels.defined() ? labels.describe() : "undefined");
+  TS_CHECK(labels.defined() && labels.dim() == 1 && hidden.defined() &&
+               labels.size(0) == split2d_.batch(hidden),
+           "Bert.classification_loss", "expected labels (B) for hidden states ",
+           hidden.defined() ? hidden.describe() : "undefined", ", got ",
+           labels.defined() ? labels.describe() : "undefined");
   return cross_entropy(classify(hidden), as_i64(labels));
 }
 

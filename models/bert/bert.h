@@ -11,6 +11,8 @@
 #include "models/bert/bert_config.h"
 #include "models/bert/bert_heads.h"
 #include "models/nn/nn.h"
+#include "models/nn/parallel/split_2d.h"
+#include "models/nn/pipeline_stage.h"
 
 namespace tessera::bert {
 
@@ -19,7 +21,9 @@ class Bert : public nn::Module {
   // Weights as BERT initialises them: N(0, init_std) for embeddings and linears, zero biases, unit
   // LayerNorm gains.
   // Under a context with tensor parallelism the blocks, word embeddings and MLM decoder are their
-  // 1D twins (factory.h).
+  // 1D twins (factory.h). Under pipeline parallelism this rank builds only its stages' layers
+  // (pipeline_stage.h), with the serial model's weights: the embeddings on global stage 0, the
+  // heads on the last one, which also holds the word embeddings its MLM decoder is tied to.
   Bert(const BertConfig& config, const nn::BuildContext& ctx);
   std::string type_name() const override { return "Bert"; }
 
@@ -28,7 +32,9 @@ class Bert : public nn::Module {
   // Under sequence parallelism (parallel.tensor.sequence_parallel) the embeddings and blocks run on
   // sequence shards (B, T/P, C) (T must divide by P) and the result is gathered: every rank holds
   // the whole (B, T, C), which the heads below use replicated. The mask stays (B, T): attention
-  // gathers its keys, so it masks the whole sequence.
+  // gathers its keys, so it masks the whole sequence. Under 2D tensor parallelism the result is
+  // this rank's block (B / q, T, C / q), which the heads below take (their losses and logits are
+  // the whole batch's); the mask stays (B, T). Refused under pipeline parallelism.
   Tensor forward(const Tensor& ids, const Tensor& token_type_ids = Tensor(),
                  const Tensor& attention_mask = Tensor());
 
@@ -42,18 +48,35 @@ class Bert : public nn::Module {
   // Mean cross-entropy of classify(hidden) against labels (B).
   Tensor classification_loss(const Tensor& hidden, const Tensor& labels);
 
+  // Pipeline parallelism: local model chunk `chunk`'s part of mlm_loss(forward(...)). input: the
+  // ids (B, T) on global stage 0, else the previous stage's hidden states (B, T, C) (sequence
+  // parallel: this rank's shard). attention_mask is forward()'s, used by every stage's blocks (each
+  // stage takes it from its own copy of the micro-batch); token_type_ids are read on stage 0 only.
+  // Returns the hidden states, or on the last stage the MLM loss against labels (B, T) (undefined
+  // labels: the logits (B, T, vocab)). Serially stage_forward(0, ids, mask, labels) is
+  // mlm_loss(forward(ids, Tensor(), mask), labels).
+  Tensor stage_forward(int chunk, const Tensor& input, const Tensor& attention_mask,
+                       const Tensor& labels, const Tensor& token_type_ids = Tensor());
+  const nn::PipelineStage& stage() const { return stage_; }
+
   const BertConfig& config() const { return config_; }
+  // Under pipeline parallelism: null off global stage 0, and the held blocks only.
   const std::shared_ptr<BertEmbeddings>& embeddings() const { return embeddings_; }
   const std::shared_ptr<nn::ModuleList>& blocks() const { return h_; }
 
  private:
   BertConfig config_;
   nn::SequenceSplit seq_;  // off unless parallel.tensor.sequence_parallel
+  nn::Split2D split2d_;    // off unless parallel.tensor.mode 2d
   std::shared_ptr<BertEmbeddings> embeddings_;
   std::shared_ptr<nn::ModuleList> h_;
   std::shared_ptr<BertMLMHead> mlm_;
   std::shared_ptr<BertPooler> pooler_;
   std::shared_ptr<nn::ClassificationHead> classifier_;
+  nn::PipelineStage stage_;
+  std::vector<int64_t> block_slot_;  // global block index -> position in h_ (-1: not held)
+
+  Tensor run_blocks(Tensor x, const Tensor& mask, int64_t begin, int64_t end);
 };
 
 }  // namespace tessera::bert

@@ -21,9 +21,8 @@ BertEmbeddings::BertEmbeddings(const BertConfig& c, const nn::BuildContext& ctx)
           {.num_embeddings = c.type_vocab_size, .dim = c.d_model, .init_std = c.init_std}, ctx));
   layer_norm_ = register_module(
       "layer_norm",
-      nn::make_layer_norm({.dim = c.d_model, .eps = c.ln_eps, .grad_group = seq_.group()}));
-  dropout_ =
-      register_module("dropout", std::make_shared<nn::Dropout>(c.dropout, seq_.dropout_chunk()));
+      nn::make_layer_norm({.dim = c.d_model, .eps = c.ln_eps, .grad_group = seq_.group()}, ctx));
+  dropout_ = register_module("dropout", nn::make_dropout(c.dropout, ctx));
 }
 
 Tensor BertEmbeddings::forward(const Tensor& ids, const Tensor& token_type_ids) {
@@ -44,7 +43,7 @@ Tensor BertEmbeddings::forward(const Tensor& ids, const Tensor& token_type_ids) 
   } else {
     // Every token has type 0: add row 0 of the table (broadcast), which also trains it; under
     // sequence parallelism its gradient from this shard is summed over the group.
-    x = x + seq_.replicate(select(token_type_->weight(), 0, 0));
+    x = x + seq_.replicate(token_type_->row(0));
   }
   return dropout_->forward(layer_norm_->forward(x));
 }
@@ -57,7 +56,7 @@ BertMLMHead::BertMLMHead(const BertConfig& c, const nn::Embedding& word_embeddin
       nn::make_linear({.in_features = c.d_model, .out_features = c.d_model, .init_std = c.init_std},
                       ctx));
   layer_norm_ =
-      register_module("layer_norm", nn::make_layer_norm({.dim = c.d_model, .eps = c.ln_eps}));
+      register_module("layer_norm", nn::make_layer_norm({.dim = c.d_model, .eps = c.ln_eps}, ctx));
   decoder_ = register_module(
       "decoder",
       nn::make_tied_lm_head(

@@ -20,7 +20,8 @@ class BertEmbeddings : public nn::Module {
 
   // ids (B, T), token_type_ids (B, T) or undefined (all type 0) -> (B, T, C). Under sequence
   // parallelism: this rank's shard (B, T/P, C) (T must divide by P), its LayerNorm and dropout on
-  // the shard as in the blocks (models/nn/parallel/sequence_1d.h).
+  // the shard as in the blocks (models/nn/parallel/sequence_1d.h). Under 2D tensor parallelism:
+  // this rank's block (B / q, T, C / q).
   Tensor forward(const Tensor& ids, const Tensor& token_type_ids);
 
   const std::shared_ptr<nn::Embedding>& word_embeddings() const { return word_; }
@@ -42,7 +43,8 @@ class BertMLMHead : public nn::Module {
 
   // hidden (B, T, C) -> logits (B, T, vocab). Under sequence parallelism hidden is the whole
   // (gathered) sequence on every rank: the transform runs replicated and the decoder, which takes
-  // a sequence shard and all-gathers it, gets this rank's chunk.
+  // a sequence shard and all-gathers it, gets this rank's chunk. Under 2D tensor parallelism
+  // hidden is this rank's block (B / q, T, C / q) and the logits the whole batch's.
   Tensor forward(const Tensor& hidden);
   // cross_entropy(forward(hidden), labels), through the decoder (vocab-parallel: no gather).
   Tensor loss(const Tensor& hidden, const Tensor& labels);

@@ -5,7 +5,8 @@
 
 namespace tessera::gpt {
 
-GPT::GPT(const GPTConfig& config, const nn::BuildContext& ctx) : config_(config), seq_(ctx) {
+GPT::GPT(const GPTConfig& config, const nn::BuildContext& ctx)
+    : config_(config), seq_(ctx), split2d_(ctx) {
   config.validate();
   const GPTConfig& c = config_;
   // forward() pads a window to a multiple of P, which must still fit the position table.
@@ -42,7 +43,7 @@ GPT::GPT(const GPTConfig& config, const nn::BuildContext& ctx) : config_(config)
   } else {
     stage_.skip("wpe", make_wpe);
   }
-  drop_ = register_module("drop", std::make_shared<nn::Dropout>(c.dropout, seq_.dropout_chunk()));
+  drop_ = register_module("drop", nn::make_dropout(c.dropout, ctx));
   h_ = register_module("h", std::make_shared<nn::ModuleList>());
   for (int64_t i = 0; i < c.n_layers; ++i) {
     auto make = [&] {
@@ -71,7 +72,8 @@ GPT::GPT(const GPTConfig& config, const nn::BuildContext& ctx) : config_(config)
     stage_.hold(name, *h_->push_back(make(), std::to_string(i)));
   }
   auto make_ln_f = [&] {
-    return nn::make_layer_norm({.dim = c.d_model, .eps = c.ln_eps, .grad_group = seq_.group()});
+    return nn::make_layer_norm({.dim = c.d_model, .eps = c.ln_eps, .grad_group = seq_.group()},
+                               ctx);
   };
   const nn::LMHeadSpec head{
       .d_model = c.d_model, .vocab_size = c.vocab_size, .bias = false, .init_std = c.init_std};
@@ -126,6 +128,13 @@ Tensor GPT::stage_forward(int chunk, const Tensor& input, const Tensor& targets)
 }
 
 Tensor GPT::forward(const Tensor& ids) {
+  // 2D tensor parallelism splits the batch over the grid rows: outside training a batch that does
+  // not split (generation's one prompt) is padded with rows of id 0, whose logits are dropped.
+  const int64_t b = ids.defined() && ids.dim() == 2 ? ids.size(0) : 0;
+  if (const int64_t rows = split2d_.batch_padding(b); rows > 0 && !is_training()) {
+    const Tensor pad = zeros({rows, ids.size(1)}, {.dtype = ids.dtype(), .device = ids.device()});
+    return narrow(forward(cat({ids, pad}, 0)), 0, 0, b);  // (B, T, V)
+  }
   const int64_t t = ids.defined() && ids.dim() == 2 ? ids.size(1) : 0;
   const int64_t pad = (seq_.parts() - t % seq_.parts()) % seq_.parts();
   if (pad == 0 || t > config_.context_length) return lm_head_->forward(hidden(ids));  // (B, T, V)

@@ -10,6 +10,7 @@
 #include "models/gpt/gpt_config.h"
 #include "models/nn/nn.h"
 #include "models/nn/parallel/sequence_1d.h"
+#include "models/nn/parallel/split_2d.h"
 #include "models/nn/pipeline_stage.h"
 
 namespace tessera::gpt {
@@ -19,17 +20,19 @@ class GPT : public nn::Module {
   // Weights drawn from gen as GPT-2 does: N(0, init_std) for embeddings and linears, the two
   // residual projections of each block N(0, init_std / sqrt(2 * n_layers)), zero biases, unit
   // LayerNorm gains.
-  // Under a context with tensor parallelism the layers are their 1D twins (factory.h), holding the
-  // shards of the weights the serial GPT draws from the same generator. Under pipeline parallelism
+  // Under a context with tensor parallelism the layers are their 1D or 2D twins (factory.h),
+  // holding the shards of the weights the serial GPT draws from the same generator (2D: the hidden
+  // states between the layers are this rank's block (B / q, T, C / q)). Under pipeline parallelism
   // this rank builds only its stages' layers (pipeline_stage.h), with the serial model's weights.
   GPT(const GPTConfig& config, const nn::BuildContext& ctx);
   std::string type_name() const override { return "GPT"; }
 
   // ids (B, T) i32/i64 with T <= context_length -> logits (B, T, vocab_size). Under sequence
-  // parallelism outside training a T not divisible by the tensor size is padded (see gpt.cc).
+  // parallelism outside training a T not divisible by the tensor size is padded (see gpt.cc), and
+  // under 2D tensor parallelism a B not divisible by the grid side.
   Tensor forward(const Tensor& ids);
   // The final hidden states before the head: (B, T) ids -> (B, T, d_model); under sequence
-  // parallelism this rank's shard (B, T/P, d_model), T divisible by P.
+  // parallelism this rank's shard (B, T/P, d_model), T divisible by P; under 2D its block.
   Tensor hidden(const Tensor& ids);
   // Mean cross-entropy of forward(ids) against targets (B, T) (-100 entries are ignored).
   Tensor loss(const Tensor& ids, const Tensor& targets);
@@ -66,6 +69,7 @@ class GPT : public nn::Module {
   std::shared_ptr<nn::LayerNorm> ln_f_;
   std::shared_ptr<nn::LMHead> lm_head_;
   nn::SequenceSplit seq_;  // off unless parallel.tensor.sequence_parallel
+  nn::Split2D split2d_;    // off unless parallel.tensor.mode 2d
   nn::PipelineStage stage_;
   std::vector<int64_t> block_slot_;  // global block index -> position in h_ (-1: not held)
 

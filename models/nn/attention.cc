@@ -12,19 +12,31 @@ double residual_init_std(double init_std, int64_t layers) {
   return layers > 0 ? init_std / std::sqrt(2.0 * double(layers)) : init_std;
 }
 
-MultiHeadAttention::MultiHeadAttention(const AttentionSpec& spec, const BuildContext& ctx) : spec_(spec) {
+namespace {
+
+// Under 1D tensor parallelism each rank computes n_heads / P of the heads.
+AttentionSplit split_1d(const BuildContext& ctx) {
+  if (!ctx.tensor_parallel()) return {};
+  return {.head_parts = ctx.tensor_size(), .head_index = ctx.tensor_rank()};
+}
+
+}  // namespace
+
+MultiHeadAttention::MultiHeadAttention(const AttentionSpec& spec, const BuildContext& ctx)
+    : MultiHeadAttention(spec, ctx, split_1d(ctx)) {}
+
+MultiHeadAttention::MultiHeadAttention(const AttentionSpec& spec, const BuildContext& ctx,
+                                       const AttentionSplit& split)
+    : spec_(spec), split_(split) {
   TS_CHECK(spec.d_model > 0 && spec.n_heads > 0 && spec.d_model % spec.n_heads == 0,
            "MultiHeadAttention",
            "expected d_model divisible by n_heads (both positive), got d_model ", spec.d_model,
            " and n_heads ", spec.n_heads);
   TS_CHECK(spec.attn_dropout >= 0.0 && spec.attn_dropout < 1.0, "MultiHeadAttention",
            "expected attn_dropout in [0, 1), got ", spec.attn_dropout);
-  // Under 1D tensor parallelism each rank computes n_heads / P of the heads.
-  const int64_t split = ctx.tensor_parallel() ? ctx.tensor_size() : 1;
-  TS_CHECK(spec.n_heads % split == 0, "MultiHeadAttention", "expected n_heads ", spec.n_heads,
-           " divisible by the tensor-parallel size ", split);
-  local_heads_ = spec.n_heads / split;
-  head_offset_ = int64_t(ctx.tensor_rank()) * local_heads_;
+  TS_CHECK(spec.n_heads % split.head_parts == 0, "MultiHeadAttention", "expected n_heads ",
+           spec.n_heads, " divisible by the tensor-parallel size ", split.head_parts);
+  local_heads_ = spec.n_heads / split.head_parts;
   const int64_t c = spec.d_model;
   c_attn_ = register_module("c_attn", make_linear({.in_features = c,
                                                    .out_features = 3 * c,
@@ -42,22 +54,36 @@ MultiHeadAttention::MultiHeadAttention(const AttentionSpec& spec, const BuildCon
 }
 
 Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& key_padding_mask) {
-  const int64_t c = spec_.d_model, h = local_heads_, d = c / spec_.n_heads;
-  TS_CHECK(x.defined() && x.dim() == 3 && x.size(2) == c, "MultiHeadAttention",
-           "expected input (B, T, ", c, "), got ", x.defined() ? x.describe() : "undefined");
+  const int64_t h = local_heads_, d = spec_.d_model / spec_.n_heads;
+  const int64_t width = c_attn_->weight().size(1);  // C, or a 2D twin's C / q
+  TS_CHECK(x.defined() && x.dim() == 3 && x.size(2) == width, "MultiHeadAttention",
+           "expected input (B, T, ", width, "), got ", x.defined() ? x.describe() : "undefined");
   Tensor qkv = c_attn_->forward(x);  // (B, T, 3 H D): this rank's heads' q | k | v
   // T from the projection: under sequence parallelism x is a shard (B, T/P, C) and c_attn gathers.
   const int64_t b = qkv.size(0), t = qkv.size(1);
   Tensor heads = permute(reshape(qkv, {b, t, 3, h, d}), {2, 0, 3, 1, 4});  // (3, B, H, T, D)
   AttentionArgs args;
   args.total_heads = spec_.n_heads;  // dropout draws the whole layer's mask at these heads
-  args.head_offset = head_offset_;
+  args.head_offset = int64_t(split_.head_index) * h;
   args.key_padding_mask = key_padding_mask;
+  if (split_.batch_parts > 1 && key_padding_mask.defined()) {
+    TS_CHECK(key_padding_mask.dim() == 2 && key_padding_mask.size(0) == b * split_.batch_parts,
+             type_name(), "expected the whole batch's key_padding_mask (", b * split_.batch_parts,
+             ", T) for a batch chunk of ", b, ", got ", key_padding_mask.describe());
+    args.key_padding_mask = key_padding_mask.narrow(0, int64_t(split_.batch_index) * b, b);
+  }
   args.causal = spec_.causal;
   args.dropout_p = is_training() ? spec_.attn_dropout : 0.0;
+  // The whole layer's (B, heads, T, S) draw: this batch chunk's rows are one run of its counters.
+  Generator rows;
+  if (args.dropout_p > 0.0 && split_.batch_parts > 1) {
+    rows = batch_chunk_generator(uint64_t(b * spec_.n_heads * t * t), split_.batch_parts,
+                                 split_.batch_index);
+    args.gen = &rows;
+  }
   Tensor y =
       scaled_dot_product_attention(select(heads, 0, 0), select(heads, 0, 1), select(heads, 0, 2),
-                                   args);      // (B, H, T, D)
+                                   args);          // (B, H, T, D)
   y = reshape(transpose(y, 1, 2), {b, t, h * d});  // (B, T, H D)
   return resid_dropout_->forward(c_proj_->forward(y));
 }

@@ -24,23 +24,42 @@ struct AttentionSpec {
   int64_t residual_layers = 0;
 };
 
+// How a tensor-parallel twin splits the layer: heads into `head_parts` equal groups of which this
+// rank computes group `head_index`, and (2D) the batch into `batch_parts` chunks of which its
+// input holds chunk `batch_index`. All 1: the serial layer.
+struct AttentionSplit {
+  int head_parts = 1;
+  int head_index = 0;
+  int batch_parts = 1;
+  int batch_index = 0;
+};
+
 class MultiHeadAttention : public Module {
  public:
   // Builds c_attn with make_linear(ParallelStyle::column) and c_proj with ParallelStyle::row.
+  // Under 1D tensor parallelism this rank computes n_heads / P of the heads.
   MultiHeadAttention(const AttentionSpec& spec, const BuildContext& ctx);
   std::string type_name() const override { return "MultiHeadAttention"; }
 
-  // x (B, T, C); key_padding_mask (B, T) bool, true = attend, or undefined -> (B, T, C).
+  // x (B, T, C); key_padding_mask (B, T) bool, true = attend, or undefined -> (B, T, C). A twin
+  // splitting the batch takes its chunk (B / parts, T, ...) with the whole batch's mask.
   virtual Tensor forward(const Tensor& x, const Tensor& key_padding_mask = Tensor());
 
   const std::shared_ptr<Linear>& c_attn() const { return c_attn_; }
   const std::shared_ptr<Linear>& c_proj() const { return c_proj_; }
   const AttentionSpec& spec() const { return spec_; }
+  const AttentionSplit& split() const { return split_; }
+
+ protected:
+  // For twins: the linears from the factories (whatever their twin), heads and batch split by
+  // `split`. Attention dropout draws the whole layer's mask at this rank's heads and batch rows.
+  MultiHeadAttention(const AttentionSpec& spec, const BuildContext& ctx,
+                     const AttentionSplit& split);
 
  private:
   AttentionSpec spec_;
+  AttentionSplit split_;
   int64_t local_heads_ = 0;  // heads this rank computes (all of them when serial)
-  int64_t head_offset_ = 0;  // the first of them among the layer's heads
   std::shared_ptr<Linear> c_attn_, c_proj_;
   std::shared_ptr<Dropout> resid_dropout_;
 };

@@ -6,23 +6,11 @@
 #include "models/nn/parallel/sequence_1d.h"
 
 namespace tessera::nn {
-namespace {
-
-// Every Dropout below `m`: inside a block they all drop the residual stream (attention's and the
-// MLP's output projections), which sequence parallelism keeps in shards.
-void set_dropout_chunks(Module& m, const DropoutChunk& chunk) {
-  for (const auto& child : m.children()) {
-    if (auto* d = dynamic_cast<Dropout*>(child.get())) d->set_chunk(chunk);
-    set_dropout_chunks(*child, chunk);
-  }
-}
-
-}  // namespace
 
 Block::Block(const BlockSpec& spec, const BuildContext& ctx) : spec_(spec) {
   const SequenceSplit seq(ctx);
   const LayerNormSpec ln{.dim = spec.d_model, .eps = spec.ln_eps, .grad_group = seq.group()};
-  ln_1_ = register_module("ln_1", make_layer_norm(ln));
+  ln_1_ = register_module("ln_1", make_layer_norm(ln, ctx));
   attn_ = register_module("attn", make_attention({.d_model = spec.d_model,
                                                   .n_heads = spec.n_heads,
                                                   .bias = spec.bias,
@@ -32,7 +20,7 @@ Block::Block(const BlockSpec& spec, const BuildContext& ctx) : spec_(spec) {
                                                   .init_std = spec.init_std,
                                                   .residual_layers = spec.residual_layers},
                                                  ctx));
-  ln_2_ = register_module("ln_2", make_layer_norm(ln));
+  ln_2_ = register_module("ln_2", make_layer_norm(ln, ctx));
   mlp_ = register_module("mlp", make_mlp({.d_model = spec.d_model,
                                           .hidden = spec.mlp_hidden,
                                           .gelu = spec.gelu,
@@ -41,7 +29,9 @@ Block::Block(const BlockSpec& spec, const BuildContext& ctx) : spec_(spec) {
                                           .init_std = spec.init_std,
                                           .residual_layers = spec.residual_layers},
                                          ctx));
-  if (seq.on()) set_dropout_chunks(*this, seq.dropout_chunk());
+  // Every Dropout below: inside a block they all drop the residual stream (attention's and the
+  // MLP's output projections), which sequence parallelism keeps in shards and 2D in blocks.
+  if (seq.on() || ctx.tensor_2d()) set_dropout_chunks(*this, residual_dropout_chunk(ctx));
 }
 
 Tensor Block::forward_layers(const Tensor& x, const Tensor& mask) {

@@ -33,6 +33,8 @@ class BuildContext {
   bool sequence_parallel() const {
     return tensor_parallel() && parallel_->config().tensor.sequence_parallel;
   }
+  // 2D (SUMMA) tensor parallelism: a context with tensor size > 1 in mode 2d.
+  bool tensor_2d() const { return tensor_parallel() && tensor_mode() == "2d"; }
   // The tensor group (null when serial).
   std::shared_ptr<parallel::Communicator> tensor_group() const {
     return tensor_parallel() ? parallel_->tensor_group() : nullptr;

@@ -10,23 +10,50 @@ Dropout::Dropout(double p, const DropoutChunk& chunk) : p_(p) {
   set_chunk(chunk);
 }
 
+Generator batch_chunk_generator(uint64_t run, int parts, int index) {
+  Generator& g = default_generator();
+  const uint64_t first = g.reserve(run * uint64_t(parts));
+  Generator at;
+  at.set_state(g.seed(), first + run * uint64_t(index));
+  return at;
+}
+
+void set_dropout_chunks(Module& m, const DropoutChunk& chunk) {
+  for (const auto& child : m.children()) {
+    if (auto* d = dynamic_cast<Dropout*>(child.get())) d->set_chunk(chunk);
+    set_dropout_chunks(*child, chunk);
+  }
+}
+
 void Dropout::set_chunk(const DropoutChunk& chunk) {
   TS_CHECK(chunk.parts >= 1 && chunk.index >= 0 && chunk.index < chunk.parts, "Dropout",
            "expected chunk index in [0, parts) with parts >= 1, got index ", chunk.index, " of ",
            chunk.parts);
+  TS_CHECK(chunk.batch_parts >= 1 && chunk.batch_index >= 0 &&
+               chunk.batch_index < chunk.batch_parts && (chunk.batch_parts == 1 || chunk.dim != 0),
+           "Dropout",
+           "expected batch chunk index in [0, batch_parts) with batch_parts >= 1 (and a chunked "
+           "dim other than 0), got index ",
+           chunk.batch_index, " of ", chunk.batch_parts, " with dim ", chunk.dim);
   chunk_ = chunk;
 }
 
 Tensor Dropout::forward(const Tensor& x) {
   if (!is_training() || p_ == 0.0) return x;
-  if (chunk_.parts == 1) return dropout(x, p_, /*training=*/true);
-  TS_CHECK(x.defined() && chunk_.dim < x.dim() && -chunk_.dim <= x.dim(), "Dropout",
-           "expected an input with a dim ", chunk_.dim, " (the chunked one), got ",
+  if (chunk_.parts == 1 && chunk_.batch_parts == 1) return dropout(x, p_, /*training=*/true);
+  TS_CHECK(x.defined() && chunk_.dim < x.dim() && -chunk_.dim <= x.dim() &&
+               (chunk_.batch_parts == 1 || x.dim() >= 2),
+           "Dropout", "expected an input with a dim ", chunk_.dim, " (the chunked one)",
+           chunk_.batch_parts > 1 ? " and a batch dim 0" : "", ", got ",
            x.defined() ? x.describe() : "undefined");
+  // This batch chunk's run of the whole tensor's counters (all of it when the batch is whole).
+  Generator at = batch_chunk_generator(uint64_t(x.numel()) * uint64_t(chunk_.parts),
+                                       chunk_.batch_parts, chunk_.batch_index);
+  if (chunk_.parts == 1) return dropout(x, p_, /*training=*/true, &at);
   const int64_t n = x.size(chunk_.dim);  // this chunk's length; the whole's is n * parts
   return dropout_slice(x, p_,
                        {.dim = chunk_.dim, .size = n * chunk_.parts, .start = n * chunk_.index},
-                       /*training=*/true);
+                       /*training=*/true, &at);
 }
 
 }  // namespace tessera::nn

@@ -6,18 +6,31 @@
 
 #include <cstdint>
 
+#include "core/generator.h"
 #include "models/nn/module.h"
 
 namespace tessera::nn {
 
 // Where a Dropout's input lies in the tensor the serial layer drops: chunk `index` of `parts`
 // equal chunks along `dim` (sequence parallelism: dim 1 of (B, T, C), one chunk per rank of the
-// tensor group). parts 1: the whole tensor.
+// tensor group; 2D tensor parallelism: the last dim, by grid column), and within that, batch chunk
+// `batch_index` of `batch_parts` along dim 0 (2D: by grid row). parts 1: the whole tensor.
 struct DropoutChunk {
   int64_t dim = 0;
   int parts = 1;
   int index = 0;
+  int batch_parts = 1;  // > 1 needs dim != 0
+  int batch_index = 0;
 };
+
+// A generator at the first counter of run `index` of `parts` equal runs of `run` counters, all of
+// them reserved from the default generator (the serial draw of which this rank draws one run).
+// The batch is the outermost dim of a tensor and of attention's probabilities, so a batch chunk's
+// counters are one such run. parts 1: the default generator's next `run` counters.
+Generator batch_chunk_generator(uint64_t run, int parts, int index);
+
+// Sets `chunk` on every Dropout below `m` (its children, recursively).
+void set_dropout_chunks(Module& m, const DropoutChunk& chunk);
 
 class Dropout : public Module {
  public:

@@ -30,4 +30,10 @@ Embedding::Embedding(const EmbeddingSpec& spec, Generator& gen, ParallelStyle st
 
 Tensor Embedding::forward(const Tensor& ids) { return embedding(weight_, ids); }
 
+Tensor Embedding::row(int64_t id) {
+  TS_CHECK(id >= 0 && id < spec_.num_embeddings, type_name(), "expected an id in [0, ",
+           spec_.num_embeddings, "), got ", id);
+  return select(weight_, 0, id);
+}
+
 }  // namespace tessera::nn

@@ -22,6 +22,10 @@ class Embedding : public Module {
 
   // ids (...) i32/i64 -> (..., dim)
   virtual Tensor forward(const Tensor& ids);
+  // The embedding of one id, (dim), to add to (broadcast over) forward()'s output, its gradient
+  // that of every position it was added to (BERT's token type 0). A twin gives its layout's piece
+  // of the row (2D: the grid column's features, (dim / q)).
+  virtual Tensor row(int64_t id);
 
   const Tensor& weight() const { return weight_; }  // (num_embeddings, dim)
   const EmbeddingSpec& spec() const { return spec_; }

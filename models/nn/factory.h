@@ -1,36 +1,41 @@
-// Layer factories: the one place models build their layers. Today every factory returns the serial
-// layer; the tensor- and sequence-parallel issue makes them consult the parallel context and return
-// a twin (a subclass overriding forward) instead, so GPT, BERT and ViT stay written once, serially.
+// Layer factories: the one place models build their layers. Each consults the build context and
+// returns the serial layer or its tensor-parallel twin (a subclass overriding forward), so GPT,
+// BERT and ViT stay written once, serially.
 //
 // The ParallelStyle hint says which twin a call site wants under 1D tensor parallelism (Megatron's
 // pairing, which needs one collective per pair):
 //   make_linear(column)   -> ColumnParallelLinear: weight rows (out features) split, output left
-//   split.
-//                            Asked for by MultiHeadAttention's c_attn (heads split over ranks) and
-//                            MLP's c_fc (hidden units split).
+//                            split. Asked for by MultiHeadAttention's c_attn (heads split over
+//                            ranks) and MLP's c_fc (hidden units split).
 //   make_linear(row)      -> RowParallelLinear: weight columns (in features) split, takes the split
 //                            input of the column layer before it, all-reduces its output. Asked for
 //                            by MultiHeadAttention's c_proj and MLP's c_proj.
-//   make_linear(none)     -> the serial Linear even under tensor parallelism (small heads,
-//   patches). make_embedding(vocab) -> VocabParallelEmbedding: rows of the table split; asked for
-//   by the token
-//                            embeddings of GPT and BERT (positions stay ParallelStyle::none).
+//   make_linear(none)     -> the serial Linear even under 1D (small heads, patches).
+//   make_embedding(vocab) -> VocabParallelEmbedding: rows of the table split; asked for by the
+//                            token embeddings of GPT and BERT (positions stay ParallelStyle::none).
 //   make_lm_head(vocab)   -> a vocabulary-split head feeding vocab-parallel cross-entropy; a tied
 //                            head shares the VocabParallelEmbedding's shard.
-// 2D / 2.5D / 3D modes split every Linear and LayerNorm by the mesh, whatever the hint; the hint is
-// then only checked. Mode 2d today: make_linear -> Linear2D, make_layer_norm(spec, ctx) ->
-// LayerNorm2D (models/nn/parallel/*_2d.h), so make_mlp builds the 2D MLP; the factories of the
-// other layers refuse mode 2d by name. Serial layers record their hint (parallel_style()) so tests
-// pin each call site. A factory refuses a hint its layer has no twin for (ValueError naming the
-// factory and the hint).
+// Mode 2d (models/nn/parallel/*_2d.h) splits every layer over the q x q grid whatever the hint
+// (which is only checked and kept): the activations between layers are blocks (B / q, T, C / q)
+// (parallel/tensor/summa.h) and every layer takes and gives them. make_linear -> Linear2D,
+// make_classifier -> Classifier2D, make_layer_norm(spec, ctx) -> LayerNorm2D, make_attention ->
+// MultiHeadAttention2D, make_embedding(vocab) -> VocabParallelEmbedding2D, make_embedding(none) ->
+// Embedding2D, make_lm_head / make_tied_lm_head(embedding) -> VocabParallelLMHead2D,
+// make_patch_embedding -> PatchEmbedding2D; make_mlp, make_block and make_classification_head
+// build theirs from these. The layers at the model's edges take what the serial layer takes (the
+// whole batch's ids, images, targets) and the heads give what it gives (the whole batch's logits
+// and loss), so a model's forward and loss read as before.
+// Serial layers record their hint (parallel_style()) so tests pin each call site. A factory
+// refuses a hint its layer has no twin for (ValueError naming the factory and the hint).
 #pragma once
 
 #include <memory>
 
 #include "core/generator.h"
-#include "models/nn/build_context.h"
 #include "models/nn/attention.h"
 #include "models/nn/block.h"
+#include "models/nn/build_context.h"
+#include "models/nn/dropout.h"
 #include "models/nn/embedding.h"
 #include "models/nn/heads.h"
 #include "models/nn/layer_norm.h"
@@ -44,14 +49,24 @@ namespace tessera::nn {
 // Hints: none, column, row.
 std::shared_ptr<Linear> make_linear(const LinearSpec& spec, const BuildContext& ctx,
                                     ParallelStyle style = ParallelStyle::none);
+// A Linear to a few classes (a classification head's): make_linear(spec, ctx) but under mode 2d,
+// where its output is not split (Classifier2D gives the whole batch's logits).
+std::shared_ptr<Linear> make_classifier(const LinearSpec& spec, const BuildContext& ctx);
 std::shared_ptr<LayerNorm> make_layer_norm(const LayerNormSpec& spec);
 // Under mode 2d: LayerNorm2D; otherwise make_layer_norm(spec).
 std::shared_ptr<LayerNorm> make_layer_norm(const LayerNormSpec& spec, const BuildContext& ctx);
 // Hints: none, vocab.
 std::shared_ptr<Embedding> make_embedding(const EmbeddingSpec& spec, const BuildContext& ctx,
                                           ParallelStyle style = ParallelStyle::none);
+// Where the residual stream (B, T, C) between the layers built from ctx lies in the serial one,
+// for its Dropouts: a sequence shard under sequence parallelism, this rank's 2D block under mode
+// 2d, the whole tensor otherwise.
+DropoutChunk residual_dropout_chunk(const BuildContext& ctx);
+// A Dropout on that residual stream (a model's embedding dropout).
+std::shared_ptr<Dropout> make_dropout(double p, const BuildContext& ctx);
 // Composite layers: their linears ask for column then row (see above).
-std::shared_ptr<MultiHeadAttention> make_attention(const AttentionSpec& spec, const BuildContext& ctx);
+std::shared_ptr<MultiHeadAttention> make_attention(const AttentionSpec& spec,
+                                                   const BuildContext& ctx);
 std::shared_ptr<MLP> make_mlp(const MLPSpec& spec, const BuildContext& ctx);
 std::shared_ptr<Block> make_block(const BlockSpec& spec, const BuildContext& ctx);
 std::shared_ptr<PatchEmbedding> make_patch_embedding(const PatchEmbeddingSpec& spec,
@@ -64,7 +79,7 @@ std::shared_ptr<LMHead> make_lm_head(const LMHeadSpec& spec, const BuildContext&
 // Serial: tied to a (vocab, d_model) tensor.
 std::shared_ptr<LMHead> make_tied_lm_head(const LMHeadSpec& spec, const Tensor& tied_weight,
                                           ParallelStyle style = ParallelStyle::none);
-// Tied to `embedding`'s table: its shard when the embedding is vocab-parallel.
+// Tied to `embedding`'s table: its shard when the embedding is vocab-parallel (1D or 2D).
 std::shared_ptr<LMHead> make_tied_lm_head(const LMHeadSpec& spec, const Embedding& embedding,
                                           const BuildContext& ctx,
                                           ParallelStyle style = ParallelStyle::none);

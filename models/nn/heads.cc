@@ -3,6 +3,7 @@
 
 #include "autograd/ops.h"
 #include "models/nn/factory.h"
+#include "models/nn/parallel/placement_2d.h"
 
 namespace tessera::nn {
 
@@ -11,21 +12,28 @@ ClassificationHead::ClassificationHead(const ClassificationHeadSpec& spec, const
   TS_CHECK(spec.d_model > 0 && spec.num_classes > 0, "ClassificationHead",
            "expected positive d_model and num_classes, got ", spec.d_model, " and ",
            spec.num_classes);
+  width_ = ctx.tensor_2d() ? spec.d_model / ctx.summa_grid().q() : spec.d_model;
   if (spec.norm)
-    norm_ = register_module("norm", make_layer_norm({.dim = spec.d_model, .eps = spec.ln_eps}));
-  dropout_ = register_module("dropout", std::make_shared<Dropout>(spec.dropout));
-  head_ = register_module("head", make_linear({.in_features = spec.d_model,
-                                               .out_features = spec.num_classes,
-                                               .bias = spec.bias,
-                                               .init_std = spec.init_std},
-                                              ctx));
+    norm_ =
+        register_module("norm", make_layer_norm({.dim = spec.d_model, .eps = spec.ln_eps}, ctx));
+  // Under 2D its input, pooled or not, is a block of the whole batch's (B, ..., C): its chunk of
+  // the serial mask. (Under sequence parallelism the head sees the whole gathered sequence.)
+  dropout_ = register_module(
+      "dropout",
+      std::make_shared<Dropout>(
+          spec.dropout, ctx.tensor_2d() ? dropout_chunk_2d(ctx.summa_grid()) : DropoutChunk{}));
+  head_ = register_module("head", make_classifier({.in_features = spec.d_model,
+                                                   .out_features = spec.num_classes,
+                                                   .bias = spec.bias,
+                                                   .init_std = spec.init_std},
+                                                  ctx));
 }
 
 Tensor ClassificationHead::forward(const Tensor& x) {
   Tensor h = x;
   if (spec_.pooling != Pooling::none) {
-    TS_CHECK(x.defined() && x.dim() == 3 && x.size(2) == spec_.d_model && x.size(1) > 0,
-             "ClassificationHead", "expected tokens (B, T >= 1, ", spec_.d_model, ") to pool, got ",
+    TS_CHECK(x.defined() && x.dim() == 3 && x.size(2) == width_ && x.size(1) > 0,
+             "ClassificationHead", "expected tokens (B, T >= 1, ", width_, ") to pool, got ",
              x.defined() ? x.describe() : "undefined");
     h = spec_.pooling == Pooling::cls ? select(x, 1, 0) : mean(x, {1});  // (B, C)
   }

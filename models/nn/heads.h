@@ -34,7 +34,9 @@ struct ClassificationHeadSpec {
 
 class ClassificationHead : public Module {
  public:
-  // Children: norm (when spec.norm), dropout, head (Linear).
+  // Children: norm (when spec.norm), dropout, head (Linear), built through the factories. Under
+  // 2D tensor parallelism (norm LayerNorm2D, head Classifier2D) x is this rank's 2D block
+  // (B / q, T, C / q) or (B / q, C / q), and the logits the whole batch's on every rank.
   ClassificationHead(const ClassificationHeadSpec& spec, const BuildContext& ctx);
   std::string type_name() const override { return "ClassificationHead"; }
 
@@ -46,6 +48,7 @@ class ClassificationHead : public Module {
 
  private:
   ClassificationHeadSpec spec_;
+  int64_t width_ = 0;  // the input's features on this rank (d_model, or d_model / q under 2D)
   std::shared_ptr<LayerNorm> norm_;
   std::shared_ptr<Dropout> dropout_;
   std::shared_ptr<Linear> head_;

@@ -27,6 +27,10 @@ int64_t PatchEmbedding::num_patches() const {
 }
 
 Tensor PatchEmbedding::forward(const Tensor& x) {
+  return proj_->forward(patches(x));  // (B, N, D)
+}
+
+Tensor PatchEmbedding::patches(const Tensor& x) const {
   const int64_t c = spec_.in_channels, p = spec_.patch_size;
   const int64_t hp = spec_.image_height / p, wp = spec_.image_width / p;
   TS_CHECK(x.defined() && x.dim() == 4 && x.size(1) == c && x.size(2) == spec_.image_height &&
@@ -36,8 +40,7 @@ Tensor PatchEmbedding::forward(const Tensor& x) {
   const int64_t b = x.size(0);
   // (B, C, Hp, P, Wp, P) -> (B, Hp, Wp, C, P, P): one row per patch in the Conv2d weight's order.
   Tensor patches = permute(reshape(x, {b, c, hp, p, wp, p}), {0, 2, 4, 1, 3, 5});
-  patches = reshape(patches, {b, hp * wp, c * p * p});  // (B, N, C * P * P)
-  return proj_->forward(patches);                       // (B, N, D)
+  return reshape(patches, {b, hp * wp, c * p * p});  // (B, N, C * P * P)
 }
 
 }  // namespace tessera::nn

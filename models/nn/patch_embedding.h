@@ -38,6 +38,10 @@ class PatchEmbedding : public Module {
   const std::shared_ptr<Linear>& proj() const { return proj_; }
   const PatchEmbeddingSpec& spec() const { return spec_; }
 
+ protected:
+  // x (B, C_in, H, W) checked -> its flattened patches (B, N, C_in * P * P), the proj's input.
+  Tensor patches(const Tensor& x) const;
+
  private:
   PatchEmbeddingSpec spec_;
   std::shared_ptr<Linear> proj_;

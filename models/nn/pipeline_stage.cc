@@ -1,6 +1,8 @@
 // The stage plan of a pipelined model (see pipeline_stage.h).
 #include "models/nn/pipeline_stage.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace tessera::nn {
@@ -39,16 +41,21 @@ bool PipelineStage::holds_block(int64_t block) const {
   return false;
 }
 
-void PipelineStage::hold(const std::string& prefix, const Module& module) {
-  record(prefix, module, true);
+void PipelineStage::hold(const std::string& prefix, const Module& module,
+                         const std::vector<std::string>& tied) {
+  record(prefix, module, true, tied);
 }
 
-void PipelineStage::record(const std::string& prefix, const Module& module, bool held) {
+void PipelineStage::record(const std::string& prefix, const Module& module, bool held,
+                           const std::vector<std::string>& tied) {
   const auto params = module.named_parameters();
   const auto placements = module.named_placements();  // the same order
   for (size_t i = 0; i < params.size(); ++i) {
+    const std::string& name = params[i].first;
+    if (std::find(tied.begin(), tied.end(), name) != tied.end()) continue;
     if (!held || recorded_.insert(params[i].second.impl()).second)
-      serial_.emplace_back(prefix + "." + params[i].first, placements[i].second.global_shape);
+      serial_.emplace_back(prefix.empty() ? name : prefix + "." + name,
+                           placements[i].second.global_shape);
   }
 }
 

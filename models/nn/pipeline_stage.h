@@ -52,14 +52,20 @@ class PipelineStage {
   const std::vector<parallel::pipeline::BlockRange>& all_blocks() const { return all_; }
 
   // Records the parameters of a module this stage holds, registered under `prefix` (a tensor
-  // recorded before, a tied weight, counts once, as in the serial model's named_parameters()).
-  void hold(const std::string& prefix, const Module& module);
+  // recorded before, a tied weight, counts once, as in the serial model's named_parameters()). An
+  // empty prefix records the names as they are (a model's own parameters, ViT's cls_token).
+  // `tied` names the module's parameters that are another layer's weight (BERT's MLM decoder, tied
+  // to word embeddings this stage may not hold): the serial model lists them under that layer's
+  // name, so they are not recorded.
+  void hold(const std::string& prefix, const Module& module,
+            const std::vector<std::string>& tied = {});
   // Builds a module this stage does not hold with build(ctx) and drops it: the generator advances
-  // as in the serial build and the parameters are recorded. Returns nothing: nothing is kept.
+  // as in the serial build and the parameters (but `tied`, as for hold) are recorded. Returns
+  // nothing: nothing is kept.
   template <typename F>
-  void skip(const std::string& prefix, F&& build) {
+  void skip(const std::string& prefix, F&& build, const std::vector<std::string>& tied = {}) {
     std::shared_ptr<Module> dropped = build();
-    record(prefix, *dropped, /*held=*/false);
+    record(prefix, *dropped, /*held=*/false, tied);
   }
   // The serial model's parameters (name, global shape) in the serial model's order.
   const std::vector<std::pair<std::string, Shape>>& serial_parameters() const { return serial_; }
@@ -72,7 +78,8 @@ class PipelineStage {
 
   // held: dedupe against the tensors held before (a dropped module's tensors are freed, and their
   // addresses may come back, so they are never remembered).
-  void record(const std::string& prefix, const Module& module, bool held);
+  void record(const std::string& prefix, const Module& module, bool held,
+              const std::vector<std::string>& tied);
 };
 
 }  // namespace tessera::nn

@@ -59,9 +59,23 @@ class BertTask : public Task {
   }
 
   Tensor micro_loss(int64_t micro_batch) override {
-    LmBatch b = train_->next(micro_batch);
-    MlmBatch m = mlm_mask(b.input, b.first_item, mask_);
-    return model_->mlm_loss(model_->forward(m.input.to(device_)), m.labels.to(device_));
+    return forward_on(masked(train_->next(micro_batch), mask_), 0, Tensor(), true);
+  }
+
+  const nn::PipelineStage* pipeline_stage() const override {
+    return model_->stage().pipelined() ? &model_->stage() : nullptr;
+  }
+  void draw_micro_batches(int64_t count, int64_t micro_batch) override {
+    batches_.clear();
+    for (int64_t i = 0; i < count; ++i)
+      batches_.push_back(masked(train_->next(micro_batch), mask_));
+  }
+  Tensor stage_forward(int chunk, int64_t m, const Tensor& input) override {
+    return forward_on(batches_.at(size_t(m)), chunk, input, true);
+  }
+  // The MLM decoder's weight, held by the first stage (embeddings) and the last (decoder).
+  std::vector<std::string> tied_parameters() const override {
+    return {"embeddings.word_embeddings.weight"};
   }
 
   nlohmann::json data_state() const override { return train_->position().to_json(); }
@@ -78,13 +92,11 @@ class BertTask : public Task {
     MlmOptions val_mask = mask_;
     val_mask.seed = mask_.seed + 1;
     double loss_sum = 0, correct = 0, count = 0;
-    for (int64_t i = 0; i < batches; ++i) {
-      LmBatch b = val_->next(micro);
-      MlmBatch m = mlm_mask(b.input, b.first_item, val_mask);
-      Tensor logits = model_->mlm_logits(model_->forward(m.input.to(device_)));  // (B, T, V)
-      Tensor loss = cross_entropy(logits, m.labels.to(device_));
+    // Adds a batch's summed loss, correct predictions and labelled positions.
+    auto score = [&](const Tensor& logits, const Tensor& labels_cpu) {  // (B, T, V), (B, T)
+      Tensor loss = cross_entropy(logits, labels_cpu.to(device_));
       Tensor pred = argmax(logits, -1).to(kCPU).contiguous();  // (B, T)
-      const Tensor labels = m.labels.contiguous();             // (B, T) on the CPU
+      const Tensor labels = labels_cpu.contiguous();
       const int64_t* p = pred.data<int64_t>();
       const int64_t* y = labels.data<int64_t>();
       double n = 0;
@@ -95,9 +107,30 @@ class BertTask : public Task {
       }
       loss_sum += loss.item() * n;
       count += n;
+    };
+    if (pipeline_) {
+      // Micro-batch after micro-batch through the stages; the last one scores each batch as its
+      // logits come out (the other stages add zeros to the sums below).
+      std::vector<MlmBatch> val;
+      for (int64_t i = 0; i < batches; ++i) val.push_back(masked(val_->next(micro), val_mask));
+      parallel::pipeline::StageCallbacks callbacks;
+      callbacks.forward = [&](int chunk, int m, const Tensor& in) {
+        const MlmBatch& b = val[size_t(m)];
+        Tensor out = forward_on(b, chunk, in, false);
+        if (!model_->stage().last_chunk(chunk)) return out;
+        score(out, b.labels);
+        return Tensor();
+      };
+      pipeline_->run_forward(int(batches), callbacks);
+    } else {
+      for (int64_t i = 0; i < batches; ++i) {
+        const MlmBatch b = masked(val_->next(micro), val_mask);
+        score(forward_on(b, 0, Tensor(), false), b.labels);
+      }
     }
     model_->train();
-    const std::vector<double> t = sum_over_ranks(group, {loss_sum, correct, count});
+    std::vector<double> t = sum_over_ranks(group, {loss_sum, correct, count});
+    if (pipeline_) t = sum_over_ranks(&pipeline_->group(), t);
     r.metrics = {{"mlm_loss", t[0] / t[2]}, {"mlm_accuracy", t[1] / t[2]}};
     std::ostringstream os;
     os << std::fixed << std::setprecision(4) << "val mlm loss " << t[0] / t[2] << " | mlm accuracy "
@@ -107,11 +140,27 @@ class BertTask : public Task {
   }
 
  private:
+  static MlmBatch masked(const LmBatch& b, const MlmOptions& options) {
+    return mlm_mask(b.input, b.first_item, options);
+  }
+
+  // Chunk `chunk`'s forward on batch b: the masked ids on the first stage; the MLM loss
+  // (with_loss) or the logits on the last. The windows are whole, so there is no padding mask; a
+  // padded batch's mask would go to every stage's blocks here, from the stage's own copy of b.
+  Tensor forward_on(const MlmBatch& b, int chunk, const Tensor& input, bool with_loss) {
+    const nn::PipelineStage& s = model_->stage();
+    return model_->stage_forward(
+        chunk, s.first_chunk(chunk) ? b.input.to(device_) : input,
+        /*attention_mask=*/Tensor(),
+        s.last_chunk(chunk) && with_loss ? b.labels.to(device_) : Tensor());
+  }
+
   const TrainConfig& config_;
   Device device_;
   std::unique_ptr<LmSource> train_, val_;
   MlmOptions mask_;
   std::shared_ptr<bert::Bert> model_;
+  std::vector<MlmBatch> batches_;  // this step's micro-batches (pipeline)
 };
 
 }  // namespace

@@ -83,12 +83,18 @@ class VitTask : public Task {
   }
 
   Tensor micro_loss(int64_t micro_batch) override {
-    if (loader_) {
-      data::ImageBatch b = loader_->next(micro_batch);
-      return model_->loss(on_device(b.images), b.labels.to(device_));
-    }
-    ImageBatch b = make_images(train_.next(micro_batch), image_);
-    return model_->loss(on_device(b.images), b.labels.to(device_));
+    return forward_on(next_batch(micro_batch), 0, Tensor(), true);
+  }
+
+  const nn::PipelineStage* pipeline_stage() const override {
+    return model_->stage().pipelined() ? &model_->stage() : nullptr;
+  }
+  void draw_micro_batches(int64_t count, int64_t micro_batch) override {
+    batches_.clear();
+    for (int64_t i = 0; i < count; ++i) batches_.push_back(next_batch(micro_batch));
+  }
+  Tensor stage_forward(int chunk, int64_t m, const Tensor& input) override {
+    return forward_on(batches_.at(size_t(m)), chunk, input, true);
   }
 
   nlohmann::json data_state() const override {
@@ -110,20 +116,46 @@ class VitTask : public Task {
     ImageOptions val_images = image_;
     val_images.seed = kValImageSeed;
     double loss_sum = 0, correct = 0, count = 0;
-    for (int64_t i = 0; i < batches; ++i) {
-      ImageBatch b = loader_ ? held_out_batch(i, micro) : make_images(val_.next(micro), val_images);
-      if (b.labels.numel() == 0) continue;  // this rank is past the end of the held-out set
-      Tensor logits = model_->forward(on_device(b.images));  // (B, classes)
+    // Adds a batch's summed loss, correct predictions and images.
+    auto score = [&](const Tensor& logits, const Tensor& labels_cpu) {  // (B, classes), (B)
       Tensor pred = argmax(logits, -1).to(kCPU).contiguous();
-      const Tensor labels = b.labels.contiguous();  // (B) on the CPU
+      const Tensor labels = labels_cpu.contiguous();
       const double n = double(labels.numel());
       loss_sum += cross_entropy(logits, labels.to(device_)).item() * n;
       for (int64_t k = 0; k < pred.numel(); ++k)
         correct += pred.data<int64_t>()[k] == labels.data<int64_t>()[k] ? 1 : 0;
       count += n;
+    };
+    auto held_out = [&](int64_t i) {
+      return loader_ ? held_out_batch(i, micro) : make_images(val_.next(micro), val_images);
+    };
+    if (pipeline_) {
+      // Micro-batch after micro-batch through the stages (every stage of a data rank has the same
+      // batches); the last one scores each batch as its logits come out, the others add zeros.
+      std::vector<ImageBatch> val;
+      for (int64_t i = 0; i < batches; ++i) {
+        ImageBatch b = held_out(i);
+        if (b.labels.numel() > 0) val.push_back(std::move(b));  // past the end: nothing left
+      }
+      parallel::pipeline::StageCallbacks callbacks;
+      callbacks.forward = [&](int chunk, int m, const Tensor& in) {
+        const ImageBatch& b = val[size_t(m)];
+        Tensor out = forward_on(b, chunk, in, false);
+        if (!model_->stage().last_chunk(chunk)) return out;
+        score(out, b.labels);
+        return Tensor();
+      };
+      pipeline_->run_forward(int(val.size()), callbacks);
+    } else {
+      for (int64_t i = 0; i < batches; ++i) {
+        const ImageBatch b = held_out(i);
+        if (b.labels.numel() == 0) continue;  // this rank is past the end of the held-out set
+        score(forward_on(b, 0, Tensor(), false), b.labels);
+      }
     }
     model_->train();
-    const std::vector<double> t = sum_over_ranks(group, {loss_sum, correct, count});
+    std::vector<double> t = sum_over_ranks(group, {loss_sum, correct, count});
+    if (pipeline_) t = sum_over_ranks(&pipeline_->group(), t);
     if (t[2] == 0) return r;
     r.metrics = {{"val_loss", t[0] / t[2]}, {"top1", t[1] / t[2]}};
     std::ostringstream os;
@@ -137,6 +169,22 @@ class VitTask : public Task {
   DType model_dtype() const { return model_->parameters().front().dtype(); }
   // (B, C, H, W) f32 images from the CPU: moved first, then converted on the device.
   Tensor on_device(const Tensor& images) const { return images.to(device_).to(model_dtype()); }
+
+  // This rank's next training micro-batch (images and labels on the CPU).
+  ImageBatch next_batch(int64_t micro_batch) {
+    if (!loader_) return make_images(train_.next(micro_batch), image_);
+    data::ImageBatch b = loader_->next(micro_batch);
+    return {b.images, b.labels};
+  }
+
+  // Chunk `chunk`'s forward on batch b: the images on the first stage; the loss (with_loss) or
+  // the logits on the last.
+  Tensor forward_on(const ImageBatch& b, int chunk, const Tensor& input, bool with_loss) {
+    const nn::PipelineStage& s = model_->stage();
+    return model_->stage_forward(
+        chunk, s.first_chunk(chunk) ? on_device(b.images) : input,
+        s.last_chunk(chunk) && with_loss ? b.labels.to(device_) : Tensor());
+  }
 
   // Held-out images in order, each once: batch i of this rank (empty past the end of the set).
   ImageBatch held_out_batch(int64_t i, int64_t micro) const {
@@ -154,6 +202,7 @@ class VitTask : public Task {
   ImageData images_;  // data.type set: CIFAR-10 or image folders, read by loader_
   std::optional<data::ImageLoader> loader_;
   int64_t data_rank_ = 0, data_size_ = 1;
+  std::vector<ImageBatch> batches_;  // this step's micro-batches (pipeline)
 };
 
 }  // namespace

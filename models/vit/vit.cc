@@ -5,7 +5,8 @@
 
 namespace tessera::vit {
 
-ViT::ViT(const ViTConfig& config, const nn::BuildContext& ctx) : config_(config), seq_(ctx) {
+ViT::ViT(const ViTConfig& config, const nn::BuildContext& ctx)
+    : config_(config), seq_(ctx), split2d_(ctx) {
   Generator& gen = ctx.generator();
   config.validate();
   const ViTConfig& c = config_;
@@ -14,58 +15,118 @@ ViT::ViT(const ViTConfig& config, const nn::BuildContext& ctx) : config_(config)
            " + 1 = ", c.num_patches() + 1, ", image_size ", c.image_size, " / patch_size ",
            c.patch_size, " squared, plus the class token) divisible by parallel.tensor.size ",
            seq_.parts(), " under parallel.tensor.sequence_parallel");
-  patch_embed_ =
-      register_module("patch_embed", nn::make_patch_embedding({.image_height = c.image_size,
-                                                               .image_width = c.image_size,
-                                                               .patch_size = c.patch_size,
-                                                               .in_channels = c.in_channels,
-                                                               .embed_dim = c.d_model,
-                                                               .init_std = c.init_std},
-                                                              ctx));
+  // Parameter counts that balance the "parameters" partition (the embeddings on the first stage,
+  // the head on the last).
+  const int64_t d = c.d_model, hidden = c.mlp_hidden > 0 ? c.mlp_hidden : 4 * d;
+  const int64_t block_params = 4 * d * d + 2 * d * hidden + hidden + 9 * d;
+  const int64_t patch_params = c.in_channels * c.patch_size * c.patch_size * d + d;
+  stage_ = nn::PipelineStage::plan(ctx, c.n_layers, block_params,
+                                   patch_params + (c.num_patches() + 2) * d,
+                                   2 * d + (d + 1) * c.num_classes);
+  // Layers this rank does not hold are built aside and dropped, in the serial order, so the
+  // generator draws every held weight at its serial offset. The patch embedding is drawn before
+  // the class token and positions but listed after them (a module's own parameters come first in
+  // named_parameters()), so it is recorded after them.
+  auto patch_embed = nn::make_patch_embedding({.image_height = c.image_size,
+                                               .image_width = c.image_size,
+                                               .patch_size = c.patch_size,
+                                               .in_channels = c.in_channels,
+                                               .embed_dim = c.d_model,
+                                               .init_std = c.init_std},
+                                              ctx);
+  auto own = std::make_shared<nn::Module>();  // cls_token and pos_embed, for the stage plan
   Tensor cls = empty({1, 1, c.d_model});
   normal_(cls, 0.0, c.init_std, &gen);
-  cls_token_ = register_parameter("cls_token", cls);
+  own->register_parameter("cls_token", cls);
   Tensor pos = empty({1, c.num_patches() + 1, c.d_model});
   normal_(pos, 0.0, c.init_std, &gen);
-  pos_embed_ = register_parameter("pos_embed", pos);
-  drop_ = register_module("drop", std::make_shared<nn::Dropout>(c.dropout, seq_.dropout_chunk()));
+  own->register_parameter("pos_embed", pos);
+  if (stage_.holds_embeddings()) {
+    cls_token_ = register_parameter("cls_token", cls);
+    pos_embed_ = register_parameter("pos_embed", pos);
+    stage_.hold("", *own);
+    patch_embed_ = register_module("patch_embed", patch_embed);
+    stage_.hold("patch_embed", *patch_embed_);
+  } else {
+    stage_.skip("", [&] { return own; });
+    stage_.skip("patch_embed", [&] { return patch_embed; });
+  }
+  drop_ = register_module("drop", nn::make_dropout(c.dropout, ctx));
   h_ = register_module("h", std::make_shared<nn::ModuleList>());
   for (int64_t i = 0; i < c.n_layers; ++i) {
-    h_->push_back(nn::make_block({.d_model = c.d_model,
-                                  .n_heads = c.n_heads,
-                                  .mlp_hidden = c.mlp_hidden,
-                                  .causal = false,
-                                  .pre_ln = true,
-                                  .ln_eps = c.ln_eps,
-                                  .gelu = "none",
-                                  .bias = true,
-                                  .dropout = c.dropout,
-                                  .attn_dropout = c.attn_dropout,
-                                  .init_std = c.init_std,
-                                  .checkpoint = c.checkpoint},
-                                 ctx));
+    auto make = [&] {
+      return nn::make_block({.d_model = c.d_model,
+                             .n_heads = c.n_heads,
+                             .mlp_hidden = c.mlp_hidden,
+                             .causal = false,
+                             .pre_ln = true,
+                             .ln_eps = c.ln_eps,
+                             .gelu = "none",
+                             .bias = true,
+                             .dropout = c.dropout,
+                             .attn_dropout = c.attn_dropout,
+                             .init_std = c.init_std,
+                             .checkpoint = c.checkpoint},
+                            ctx);
+    };
+    const std::string name = "h." + std::to_string(i);
+    if (!stage_.holds_block(i)) {
+      stage_.skip(name, make);
+      block_slot_.push_back(-1);
+      continue;
+    }
+    block_slot_.push_back(int64_t(h_->size()));
+    stage_.hold(name, *h_->push_back(make(), std::to_string(i)));
   }
   // The final LayerNorm is per token, so applying it to the class token alone equals ViT's.
-  head_ = register_module("head", nn::make_classification_head({.d_model = c.d_model,
-                                                                .num_classes = c.num_classes,
-                                                                .pooling = nn::Pooling::cls,
-                                                                .norm = true,
-                                                                .ln_eps = c.ln_eps,
-                                                                .init_std = c.init_std},
-                                                               ctx));
+  auto make_head = [&] {
+    return nn::make_classification_head({.d_model = c.d_model,
+                                         .num_classes = c.num_classes,
+                                         .pooling = nn::Pooling::cls,
+                                         .norm = true,
+                                         .ln_eps = c.ln_eps,
+                                         .init_std = c.init_std},
+                                        ctx);
+  };
+  if (stage_.holds_head()) {
+    head_ = register_module("head", make_head());
+    stage_.hold("head", *head_);
+  } else {
+    stage_.skip("head", make_head);
+  }
+}
+
+Tensor ViT::embed(const Tensor& images) {
+  Tensor patches = patch_embed_->forward(images);  // (B, N, D); 2D: this rank's block
+  const int64_t b = patches.size(0), d = patches.size(2);
+  // 2D: the class token and positions (held whole) are cut to this rank's features D / q.
+  Tensor cls = expand(split2d_.features(cls_token_), {b, 1, d});  // (B, 1, D)
+  // Sequence parallel: the patches, class token and positions are computed whole on every rank
+  // and cut to this rank's rows, whose backward all-gathers the serial gradient of the whole.
+  Tensor x = seq_.scatter(cat({cls, patches}, 1) + split2d_.features(pos_embed_), nn::kSequenceDim);
+  return drop_->forward(x);  // (B, N + 1, D); sequence parallel: (B, (N + 1)/P, D)
+}
+
+Tensor ViT::run_blocks(Tensor x, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) x = h_->at<nn::Block>(size_t(block_slot_[i]))->forward(x);
+  return x;
 }
 
 Tensor ViT::forward(const Tensor& images) {
-  Tensor patches = patch_embed_->forward(images);  // (B, N, D)
-  const int64_t b = patches.size(0);
-  Tensor cls = expand(cls_token_, {b, 1, config_.d_model});  // (B, 1, D)
-  // Sequence parallel: the patches, class token and positions are computed whole on every rank
-  // and cut to this rank's rows, whose backward all-gathers the serial gradient of the whole.
-  Tensor x = seq_.scatter(cat({cls, patches}, 1) + pos_embed_, nn::kSequenceDim);
-  x = drop_->forward(x);  // (B, N + 1, D); sequence parallel: (B, (N + 1)/P, D)
-  for (size_t i = 0; i < h_->size(); ++i) x = h_->at<nn::Block>(i)->forward(x);
+  TS_CHECK(!stage_.pipelined(), "ViT", "expected the whole model on this rank, got pipeline stage ",
+           stage_.rank(), " of ", stage_.ranks(), " (use stage_forward)");
+  Tensor x = run_blocks(embed(images), 0, config_.n_layers);
   // The head pools the class token (row 0): the whole sequence on every rank, head replicated.
   return head_->forward(seq_.gather(x, nn::kSequenceDim));  // (B, num_classes)
+}
+
+Tensor ViT::stage_forward(int chunk, const Tensor& input, const Tensor& labels) {
+  const parallel::pipeline::BlockRange blocks = stage_.chunk_blocks(chunk);
+  Tensor x = run_blocks(stage_.first_chunk(chunk) ? embed(input) : input, blocks.begin, blocks.end);
+  if (!stage_.last_chunk(chunk)) return x;
+  Tensor logits = head_->forward(seq_.gather(x, nn::kSequenceDim));  // (B, num_classes)
+  if (!labels.defined()) return logits;
+  return cross_entropy(logits, labels.dtype() == DType::i64 ? labels : labels.to(DType::i64));
 }
 
 Tensor ViT::loss(const Tensor& images, const Tensor& labels) {

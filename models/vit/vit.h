@@ -9,6 +9,8 @@
 #include "core/generator.h"
 #include "models/nn/nn.h"
 #include "models/nn/parallel/sequence_1d.h"
+#include "models/nn/parallel/split_2d.h"
+#include "models/nn/pipeline_stage.h"
 #include "models/vit/vit_config.h"
 
 namespace tessera::vit {
@@ -20,16 +22,30 @@ class ViT : public nn::Module {
   // Under a context with tensor parallelism the blocks are their 1D twins (factory.h). Under
   // sequence parallelism (parallel.tensor.sequence_parallel) the token sequence, num_patches + 1
   // long (which must divide by parallel.tensor.size), is split into shards after the positions
-  // are added: dropout and the blocks run on (B, (N + 1)/P, D), gathered before the head.
+  // are added: dropout and the blocks run on (B, (N + 1)/P, D), gathered before the head. Under
+  // 2D tensor parallelism every layer is its 2D twin and the tokens this rank's block
+  // (B / q, N + 1, D / q): the class token and positions (held whole) are cut to its features,
+  // and the head gives the whole batch's logits. Under pipeline parallelism this rank builds only
+  // its stages' layers (pipeline_stage.h), with the serial model's weights: the embeddings on
+  // global stage 0, the head on the last one.
   ViT(const ViTConfig& config, const nn::BuildContext& ctx);
   std::string type_name() const override { return "ViT"; }
 
-  // images (B, C, H, W) f32 -> logits (B, num_classes).
+  // images (B, C, H, W) f32 -> logits (B, num_classes). Refused under pipeline parallelism.
   Tensor forward(const Tensor& images);
   // Mean cross-entropy of forward(images) against labels (B).
   Tensor loss(const Tensor& images, const Tensor& labels);
 
+  // Pipeline parallelism: local model chunk `chunk`'s part of the forward. input: the images
+  // (B, C, H, W) on global stage 0, else the previous stage's tokens (B, N + 1, D) (sequence
+  // parallel: this rank's shard). Returns the tokens, or on the last stage the mean loss against
+  // labels (B) (undefined labels: the logits (B, num_classes)). Serially
+  // stage_forward(0, images, labels) is loss(images, labels).
+  Tensor stage_forward(int chunk, const Tensor& input, const Tensor& labels);
+  const nn::PipelineStage& stage() const { return stage_; }
+
   const ViTConfig& config() const { return config_; }
+  // Under pipeline parallelism: undefined off global stage 0, and the held blocks only.
   const Tensor& cls_token() const { return cls_token_; }  // (1, 1, D)
   const Tensor& pos_embed() const { return pos_embed_; }  // (1, N + 1, D)
   const std::shared_ptr<nn::ModuleList>& blocks() const { return h_; }
@@ -37,11 +53,17 @@ class ViT : public nn::Module {
  private:
   ViTConfig config_;
   nn::SequenceSplit seq_;  // off unless parallel.tensor.sequence_parallel
+  nn::Split2D split2d_;    // off unless parallel.tensor.mode 2d
   std::shared_ptr<nn::PatchEmbedding> patch_embed_;
   Tensor cls_token_, pos_embed_;
   std::shared_ptr<nn::Dropout> drop_;
   std::shared_ptr<nn::ModuleList> h_;
   std::shared_ptr<nn::ClassificationHead> head_;
+  nn::PipelineStage stage_;
+  std::vector<int64_t> block_slot_;  // global block index -> position in h_ (-1: not held)
+
+  Tensor embed(const Tensor& images);  // (B, N + 1, D); sequence parallel: this rank's rows
+  Tensor run_blocks(Tensor x, int64_t begin, int64_t end);
 };
 
 }  // namespace tessera::vit

@@ -15,9 +15,13 @@ Shape Placement::local_view() const {
 }
 
 std::vector<int64_t> Placement::view_offsets() const {
-  const Shape local = local_view();
-  std::vector<int64_t> out(view_shape().size(), 0);
-  for (const ShardSplit& s : splits) out[s.dim] += int64_t(s.index) * local[s.dim];
+  // Splits of one dimension nest: each cuts the chunk the earlier ones left.
+  Shape extent = view_shape();
+  std::vector<int64_t> out(extent.size(), 0);
+  for (const ShardSplit& s : splits) {
+    extent[s.dim] /= s.parts;
+    out[s.dim] += int64_t(s.index) * extent[s.dim];
+  }
   return out;
 }
 

@@ -7,6 +7,10 @@
 // one of its dimensions: the fused q|k|v weight (3C, C) split by heads is the view (3, C, C) split
 // along dimension 1; a vocabulary padded to a multiple of the split is the view (V_pad, C) whose
 // rows past V are padding (zeros, never part of the serial tensor).
+//
+// Several splits of one dimension nest: the first cuts it into `parts` chunks, each later one cuts
+// the earlier one's chunk again (2D's vectors: a grid column's chunk, then the grid row's piece of
+// it). gather_full joins them innermost (last) first.
 #pragma once
 
 #include <cstdint>

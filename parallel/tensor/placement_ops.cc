@@ -25,7 +25,9 @@ Tensor gather_full(const Tensor& shard, const Placement& placement, const Parall
            shape_str(placement.local_shape()), " (", placement.describe(), "), got ",
            shard.describe());
   Tensor t = shard.contiguous().reshape(placement.local_view());
-  for (const ShardSplit& s : placement.splits) {
+  // Innermost split first, so that nested splits of one dimension join back in order.
+  for (auto it = placement.splits.rbegin(); it != placement.splits.rend(); ++it) {
+    const ShardSplit& s = *it;
     Communicator& group = *context.group(s.group);
     TS_CHECK(group.size() == s.parts, "gather_full", "expected group '", s.group, "' of ",
              s.parts, " ranks, got ", group.size());

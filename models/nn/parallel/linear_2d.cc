@@ -11,10 +11,11 @@ using parallel::tensor::Placement;
 
 Linear2D::Linear2D(const LinearSpec& spec, const BuildContext& ctx, ParallelStyle style)
     : Linear(spec, style, nullptr), grid_(ctx.summa_grid()) {
+  const int64_t k = spec.fused_blocks;
   const Placement wp =
-      weight_placement_2d({spec.out_features, spec.in_features}, grid_, "Linear2D");
+      weight_placement_2d({spec.out_features, spec.in_features}, grid_, "Linear2D", k);
   const Placement bp =
-      spec.bias ? vector_placement_2d(spec.out_features, grid_, "Linear2D bias") : Placement{};
+      spec.bias ? vector_placement_2d(spec.out_features, grid_, "Linear2D bias", k) : Placement{};
   Tensor w, b;
   draw_linear_shards(spec, ctx.generator(), wp, bp, w, b);
   adopt(w, wp, b, bp);
@@ -26,7 +27,7 @@ Tensor Linear2D::forward(const Tensor& x) {
            "expected this rank's 2D block (B / q, ..., ", local_in, ") of an input with ",
            spec().in_features, " features, got ", x.defined() ? x.describe() : "undefined");
   Tensor y = parallel::tensor::summa_ab(x, transpose(weight(), 0, 1), grid_);
-  return bias().defined() ? add(y, gather_vector_2d(bias(), grid_)) : y;
+  return bias().defined() ? add(y, gather_vector_2d(bias(), grid_, spec().fused_blocks)) : y;
 }
 
 }  // namespace tessera::nn

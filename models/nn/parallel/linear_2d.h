@@ -7,10 +7,13 @@
 //   bias    (out / q^2)            Colossal-AI's bias layout (placement_2d.h): all-gathered over
 //                                  the grid column to (out / q) and added; its gradient, summed
 //                                  over the batch, reduce-scattered back over the grid column
+// With fused_blocks k (attention's q | k | v) each block's output features are cut so, and this
+// rank's output holds chunk s of every block, in block order (its heads' q, k and v).
 // Every Linear is split this way under mode 2d, whatever the call site's ParallelStyle hint (kept
-// for parallel_style()). Needs in and out divisible by q (out by q^2 with a bias) and a batch
-// divisible by q. Shards are drawn at their global indices (shard_init.h): the gathered weights
-// equal the serial Linear's from the same generator, which advances exactly as the serial one.
+// for parallel_style()), but a classifier's (make_classifier: Classifier2D). Needs in and out
+// divisible by q (out by q^2 with a bias; k q and k q^2 fused) and a batch divisible by q. Shards
+// are drawn at their global indices (shard_init.h): the gathered weights equal the serial
+// Linear's from the same generator, which advances exactly as the serial one.
 // Communication per rank, with x, w and y the bytes of this rank's input, weight and output blocks:
 //   forward   row group: q broadcasts of x; column group: q broadcasts of w, 1 all-gather of the
 //             bias (out / q)

@@ -34,6 +34,14 @@ Tensor scalar_like(const Tensor& like, double value) {
 
 }  // namespace
 
+Tensor masked_lookup(const Tensor& table, const Tensor& ids, const VocabShard& shard) {
+  Tensor local = sub(ids, scalar_like(ids, double(shard.start)));
+  Tensor mine = logical_and(ge(local, scalar_like(ids, 0.0)),
+                            lt(local, scalar_like(ids, double(shard.valid()))));  // (...)
+  Tensor rows = embedding(table, where(mine, local, zeros_like(local)));          // (..., C)
+  return mul(rows, unsqueeze(to_dtype(mine, rows.dtype()), -1));
+}
+
 VocabShard vocab_shard_of(int64_t vocab_size, const BuildContext& ctx) {
   return parallel::tensor::vocab_shard(vocab_size, ctx.tensor_rank(), ctx.tensor_size());
 }
@@ -47,14 +55,21 @@ VocabParallelEmbedding::VocabParallelEmbedding(const EmbeddingSpec& spec, const 
   adopt(normal_shard(p, 0.0, spec.init_std, ctx.generator()), p);
 }
 
-Tensor VocabParallelEmbedding::forward(const Tensor& ids) {
+Tensor VocabParallelEmbedding::lookup(const Tensor& ids) {
   // Ids outside this rank's rows look up row 0 and are zeroed; the all-reduce then gives every
   // rank the row of the rank that holds it.
-  Tensor local = sub(ids, scalar_like(ids, double(shard_.start)));
-  Tensor mine = logical_and(ge(local, scalar_like(ids, 0.0)),
-                            lt(local, scalar_like(ids, double(shard_.valid()))));  // (...)
-  Tensor rows = embedding(weight(), where(mine, local, zeros_like(local)));        // (..., C)
-  rows = mul(rows, unsqueeze(to_dtype(mine, rows.dtype()), -1));
+  return masked_lookup(weight(), ids, shard_);
+}
+
+Tensor VocabParallelEmbedding::row(int64_t id) {
+  TS_CHECK(id >= 0 && id < spec().num_embeddings, type_name(), "expected an id in [0, ",
+           spec().num_embeddings, "), got ", id);
+  const Tensor ids = from_vector<int64_t>({id}, {1}, weight().device());
+  return parallel::tensor::reduce_from_region(select(lookup(ids), 0, 0), group_);
+}
+
+Tensor VocabParallelEmbedding::forward(const Tensor& ids) {
+  Tensor rows = lookup(ids);  // (..., C)
   if (!sequence_parallel_) return parallel::tensor::reduce_from_region(rows, group_);
   TS_CHECK(ids.dim() == 2, type_name(), "expected ids (B, T) under sequence parallelism, got ",
            ids.describe());

@@ -27,6 +27,11 @@ namespace tessera::nn {
 // This rank's slice of spec.num_embeddings padded for the context's tensor group.
 parallel::tensor::VocabShard vocab_shard_of(int64_t vocab_size, const BuildContext& ctx);
 
+// The rows of `table` (shard.local, C), the slice `shard` of a vocabulary, for the ids (...) it
+// holds, and zeros for the others: (..., C). Summed over the slices' ranks it is the serial lookup.
+Tensor masked_lookup(const Tensor& table, const Tensor& ids,
+                     const parallel::tensor::VocabShard& shard);
+
 class VocabParallelEmbedding final : public Embedding {
  public:
   VocabParallelEmbedding(const EmbeddingSpec& spec, const BuildContext& ctx);
@@ -34,9 +39,13 @@ class VocabParallelEmbedding final : public Embedding {
   // ids (...) global i32/i64 -> (..., dim), replicated over the group; sequence parallel: ids
   // (B, T) -> this rank's shard (B, T/P, dim)
   Tensor forward(const Tensor& ids) override;
+  // (dim), replicated over the group (the owner's row, all-reduced).
+  Tensor row(int64_t id) override;
   const parallel::tensor::VocabShard& shard() const { return shard_; }
 
  private:
+  // The rows of ids this rank holds, zeros for the others: (..., dim), summed over the group.
+  Tensor lookup(const Tensor& ids);
   parallel::tensor::VocabShard shard_;
   std::shared_ptr<parallel::Communicator> group_;
   bool sequence_parallel_ = false;

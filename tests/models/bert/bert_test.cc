@@ -85,6 +85,26 @@ TEST_CASE("BERT padding: padded tokens change nothing at real positions", "[bert
   testing::require_close(m.forward(ids, zeros({2, 5}, {.dtype = DType::i64})), c, 1e-6, 1e-6);
 }
 
+TEST_CASE("BERT's one-stage plan: the serial parameters, stage_forward is the masked loss",
+          "[bert][pipeline]") {
+  Generator gen(3);
+  Bert m(small_config(), gen);
+  // The list checkpoints number the optimizer state by: named_parameters() (the tied MLM decoder
+  // once, as the word embeddings).
+  std::vector<std::pair<std::string, Shape>> want;
+  for (const auto& [name, p] : m.named_parameters()) want.emplace_back(name, p.shape());
+  CHECK(m.stage().serial_parameters() == want);
+  CHECK_FALSE(m.stage().pipelined());
+  Tensor ids = from_vector<int64_t>({5, 6, 7, 8, 9, 10, 11, 12, 13, 14}, {2, 5});
+  Tensor mask = from_vector<int64_t>({1, 1, 1, 1, 1, 1, 1, 1, 0, 0}, {2, 5});
+  Tensor labels = from_vector<int64_t>({-100, 7, -100, 8, -100, 10, -100, 12, -100, -100}, {2, 5});
+  autograd::NoGradGuard no_grad;
+  testing::require_close(m.stage_forward(0, ids, mask, labels),
+                         m.mlm_loss(m.forward(ids, Tensor(), mask), labels), 0, 0);
+  testing::require_close(m.stage_forward(0, ids, mask, Tensor()),
+                         m.mlm_logits(m.forward(ids, Tensor(), mask)), 0, 0);
+}
+
 TEST_CASE("BERT heads and inputs are checked", "[bert]") {
   Generator gen(2);
   BertConfig c = small_config();

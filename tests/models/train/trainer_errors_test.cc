@@ -38,9 +38,23 @@ TEST_CASE("a diverging run stops with a clear error instead of training on NaN")
 
 TEST_CASE("layouts and features not available yet are rejected in the product's words") {
   json j = tiny_gpt();
+  j["parallel"] = {{"tensor", {{"size", 8}, {"mode", "2.5d"}, {"depth", 2}}}};
+  CHECK_THAT(error_of(j), Catch::Contains("parallel.tensor.mode 2.5d") &&
+                              Catch::Contains("1d mode") && Catch::Contains("2d mode") &&
+                              !Catch::Contains("issue"));
+  // Mode 2d names the numbers that do not split over its q x q grid.
+  j = tiny_gpt();
   j["parallel"] = {{"tensor", {{"size", 4}, {"mode", "2d"}}}};
-  CHECK_THAT(error_of(j), Catch::Contains("parallel.tensor.mode 2d") &&
-                              Catch::Contains("1d mode only") && !Catch::Contains("issue"));
+  j["model"]["n_heads"] = 1;
+  CHECK_THAT(error_of(j), Catch::Contains("expected model.n_heads 1 divisible by q = 2"));
+  j = tiny_gpt();
+  j["parallel"] = {{"tensor", {{"size", 16}, {"mode", "2d"}}}};
+  j["model"]["n_heads"] = 4;
+  j["model"]["d_model"] = 24;
+  CHECK_THAT(error_of(j), Catch::Contains("expected model.d_model 24 divisible by q^2 = 16"));
+  j = tiny_gpt();
+  j["parallel"] = {{"tensor", {{"size", 4}, {"mode", "2d"}}}, {"pipeline", 2}};
+  CHECK_THAT(error_of(j), Catch::Contains("parallel.tensor.mode 2d with parallel.pipeline 2"));
   j = tiny_gpt();
   j["parallel"] = {{"tensor", {{"size", 2}, {"mode", "1d"}}}};  // fine, but needs 2 ranks
   CHECK_THAT(error_of(j), Catch::Contains("do not divide into pipeline x sequence x tensor = 2"));

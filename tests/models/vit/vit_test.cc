@@ -59,6 +59,27 @@ TEST_CASE("ViT presets: vit-base-16 has ViTForImageClassification's count", "[vi
         }).find("labels") != std::string::npos);
 }
 
+TEST_CASE("ViT's one-stage plan: the serial parameters, stage_forward is the loss",
+          "[vit][pipeline]") {
+  Generator gen(4);
+  ViTConfig c = vit_preset("vit-tiny");
+  c.d_model = 32;
+  c.n_heads = 2;
+  c.n_layers = 2;
+  ViT m(c, gen);
+  // The list checkpoints number the optimizer state by: named_parameters(), where the model's own
+  // cls_token and pos_embed come first though the patch embedding is drawn before them.
+  std::vector<std::pair<std::string, Shape>> want;
+  for (const auto& [name, p] : m.named_parameters()) want.emplace_back(name, p.shape());
+  CHECK(want.front().first == "cls_token");
+  CHECK(m.stage().serial_parameters() == want);
+  Tensor images = randn({2, 3, 32, 32}, {}, &gen);
+  Tensor labels = from_vector<int64_t>({3, 7}, {2});
+  autograd::NoGradGuard no_grad;
+  testing::require_close(m.stage_forward(0, images, labels), m.loss(images, labels), 0, 0);
+  testing::require_close(m.stage_forward(0, images, Tensor()), m.forward(images), 0, 0);
+}
+
 Tensor seq(const Shape& shape, double start = 0) {
   return arange(start, start + double(shape_numel(shape)), 1.0, {.dtype = DType::f32})
       .reshape(shape);

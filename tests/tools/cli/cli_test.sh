@@ -29,8 +29,9 @@ expect_error "missing config" "none.json: cannot open the file"
 run 60 "$tessera" train --config "$cfg" --set data.path="$work/missing.tok"
 expect_error "missing data file" "missing.tok"
 
-run 60 "$tessera" train --config "$cfg" --set parallel.tensor.size=4 --set parallel.tensor.mode=2d
-expect_error "2d tensor parallel not yet" "splits layers in 1d mode only"
+run 60 "$tessera" train --config "$cfg" --set parallel.tensor.size=8 --set parallel.tensor.mode=2.5d \
+  --set parallel.tensor.depth=2
+expect_error "2.5d tensor parallel not yet" "and 2d mode (SUMMA on a q x q grid) only"
 
 run 60 "$tessera" train
 expect_error "no --config" "expected --config FILE"

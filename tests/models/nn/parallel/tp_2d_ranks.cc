@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/engine.h"
@@ -31,8 +32,13 @@ using parallel::CommStats;
 using parallel::ParallelContext;
 using parallel::tensor::SummaGrid;
 
+using parallel::testing::block;
 using parallel::testing::check_close;
+using parallel::testing::check_params;
+using parallel::testing::leaf;
 using parallel::testing::rel_error;
+using parallel::testing::set_param;
+using parallel::testing::smooth;
 
 namespace {
 
@@ -40,22 +46,9 @@ constexpr int64_t kF32 = 4;
 
 // ---------------------------------------------------------------- helpers
 
-
-Tensor smooth(const Shape& shape, uint64_t seed, double scale = 1.0, double shift = 0.0) {
-  Generator gen(seed);
-  return add(mul(randn(shape, {}, &gen), scale), shift);
-}
-
-Tensor leaf(const Tensor& t) {
-  Tensor l = t.detach().clone();
-  l.set_requires_grad(true);
-  return l;
-}
-
-// Block [r][s] of `full`: rows chunk r along dim 0, columns chunk s along the last dim.
-Tensor block(const Tensor& full, int r, int s, int q) {
-  const int64_t rows = full.size(0) / q, cols = full.size(-1) / q;
-  return full.narrow(0, r * rows, rows).narrow(full.dim() - 1, s * cols, cols).contiguous();
+template <typename Fn>
+std::string error_of(Fn&& fn) {
+  return parallel::testing::value_error_of(std::forward<Fn>(fn));
 }
 
 // `full` with the blocks of the grid ranks that do not feed the loss zeroed.
@@ -78,52 +71,6 @@ Tensor drop_grad(const Tensor& x) {
   Tensor out = x.detach().clone();
   if (auto node = autograd::make_node<DropGradNode>({&x})) autograd::set_history(out, node);
   return out;
-}
-
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const ValueError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-// Every parameter of `twin`, value and gradient gathered by its placement, against `serial`'s;
-// and the parameters a rank holds are 1/q^2 of the serial ones (nothing replicated).
-void check_params(const nn::Module& twin, const nn::Module& serial, const ParallelContext& ctx,
-                  const std::string& what) {
-  const auto placements = twin.named_placements();
-  const auto params = twin.named_parameters();
-  const auto want = serial.named_parameters();
-  RANK_CHECK(params.size() == want.size(), what, ": ", params.size(), " vs ", want.size(),
-             " parameters");
-  const int p = ctx.config().tensor.size;
-  RANK_CHECK(twin.num_parameters() * p == serial.num_parameters(), what, ": ",
-             twin.num_parameters(), " parameters on this rank, serial ", serial.num_parameters());
-  for (size_t i = 0; i < params.size(); ++i) {
-    const std::string& name = params[i].first;
-    RANK_CHECK(name == want[i].first && placements[i].first == name, what, ": parameter ", name,
-               " vs ", want[i].first);
-    RANK_CHECK(!placements[i].second.replicated(), what, ": ", name, " is replicated");
-    const Tensor value =
-        parallel::tensor::gather_full(params[i].second.detach(), placements[i].second, ctx);
-    RANK_CHECK(rel_error(value, want[i].second.detach()) == 0.0, what, ": value of ", name,
-               " differs from the serial draw");
-    RANK_CHECK(params[i].second.grad().defined(), what, ": no gradient for ", name);
-    const Tensor grad =
-        parallel::tensor::gather_full(params[i].second.grad(), placements[i].second, ctx);
-    check_close(grad, want[i].second.grad(), what + " gradient of " + name);
-  }
-}
-
-// Copies `full` values into a serial parameter and the matching shard into the twin's.
-void set_param(const Tensor& serial_param, const Tensor& twin_param,
-               const parallel::tensor::Placement& placement, const Tensor& full) {
-  autograd::NoGradGuard no_grad;
-  serial_param.detach().copy_(full);
-  twin_param.detach().copy_(parallel::tensor::cut_shard(full, placement));
 }
 
 // ---------------------------------------------------------------- the predicted volume
@@ -581,24 +528,24 @@ void check_errors(const ParallelContext& ctx) {
   e = error_of([&] { lin->forward(smooth({q, 2 * q}, 1)); });  // the whole input, not a block
   RANK_CHECK(e.find("[Linear2D]") != std::string::npos && e.find("2D block") != std::string::npos,
              "Linear2D input error: '", e, "'");
-  // The layers without a 2d twin refuse by name.
-  e = error_of([&] { nn::make_attention({.d_model = 4 * q, .n_heads = q}, bctx); });
-  RANK_CHECK(
-      e.find("[make_attention]") != std::string::npos && e.find("mode '2d'") != std::string::npos,
-      "make_attention error: '", e, "'");
+  // The 2D twins of the other layers name the numbers that do not split over the grid.
+  e = error_of([&] { nn::make_attention({.d_model = 4 * q * q, .n_heads = q + 1}, bctx); });
+  RANK_CHECK(e.find("[MultiHeadAttention2D]") != std::string::npos &&
+                 e.find(str_cat("n_heads ", q + 1, " divisible by the 2D grid side q = ", q)) !=
+                     std::string::npos,
+             "make_attention error: '", e, "'");
   e = error_of([&] {
-    nn::make_embedding({.num_embeddings = 8, .dim = 4 * q}, bctx, nn::ParallelStyle::vocab);
+    nn::make_embedding({.num_embeddings = 8, .dim = q * q + q}, bctx, nn::ParallelStyle::none);
   });
+  RANK_CHECK(e.find("[Embedding2D]") != std::string::npos && e.find("q^2") != std::string::npos,
+             "make_embedding error: '", e, "'");
+  auto table =
+      nn::make_embedding({.num_embeddings = 8, .dim = q * q}, bctx, nn::ParallelStyle::vocab);
+  e = error_of([&] { table->forward(zeros({q + 1, 3}, {.dtype = DType::i64})); });
   RANK_CHECK(
-      e.find("[make_embedding]") != std::string::npos && e.find("mode '2d'") != std::string::npos,
-      "make_embedding error: '", e, "'");
-  e = error_of([&] {
-    nn::MLPSpec spec = mlp_spec(q);
-    spec.dropout = 0.1;
-    nn::make_mlp(spec, bctx);
-  });
-  RANK_CHECK(e.find("[make_mlp]") != std::string::npos && e.find("dropout") != std::string::npos,
-             "make_mlp error: '", e, "'");
+      e.find("[VocabParallelEmbedding2D]") != std::string::npos &&
+          e.find(str_cat("batch B divisible by the 2D grid side q = ", q)) != std::string::npos,
+      "VocabParallelEmbedding2D batch error: '", e, "'");
   for (const auto& group : {g.row, g.col})
     RANK_CHECK(group->stats().total().calls == 0, "a refused call moved something on ",
                group->name());

@@ -1,11 +1,20 @@
 // Checks shared by the tensor-parallel twin programs (run under mpirun): the relative error the
-// issue's 1e-5 bound reads, as a failing RANK_CHECK.
+// issue's 1e-5 bound reads, as a failing RANK_CHECK, and the helpers of the 2D (SUMMA) programs:
+// reproducible inputs, 2D blocks of a whole tensor, and every parameter of a twin gathered by its
+// placement against the serial layer's.
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 
+#include "autograd/ops.h"
+#include "core/factory.h"
+#include "core/generator.h"
 #include "core/tensor.h"
+#include "models/nn/module.h"
+#include "parallel/mesh/parallel_context.h"
+#include "parallel/tensor/placement_ops.h"
 #include "tests/parallel/rank_check.h"
 
 namespace tessera::parallel::testing {
@@ -28,6 +37,91 @@ inline void check_close(const Tensor& got, const Tensor& want, const std::string
   RANK_CHECK(got.defined(), what, ": undefined");
   const double e = rel_error(got, want);
   RANK_CHECK(e <= kTwinRelTol, what, ": relative error ", e);
+}
+
+// ---------------------------------------------------------------- 2D helpers
+
+// randn(shape) * scale + shift from `seed`: every rank draws the same whole tensor.
+inline Tensor smooth(const Shape& shape, uint64_t seed, double scale = 1.0, double shift = 0.0) {
+  Generator gen(seed);
+  return add(mul(randn(shape, {}, &gen), scale), shift);
+}
+
+// A fresh leaf copy of t that requires grad.
+inline Tensor leaf(const Tensor& t) {
+  Tensor l = t.detach().clone();
+  l.set_requires_grad(true);
+  return l;
+}
+
+// Block [r][s] of `full` on a q x q grid: rows chunk r along dim 0, columns chunk s along the last.
+inline Tensor block(const Tensor& full, int r, int s, int q) {
+  const int64_t rows = full.size(0) / q, cols = full.size(-1) / q;
+  return full.narrow(0, r * rows, rows).narrow(full.dim() - 1, s * cols, cols).contiguous();
+}
+
+// Rows chunk r of `full` along dim 0 (a grid row's batch chunk).
+inline Tensor rows_of(const Tensor& full, int r, int q) {
+  const int64_t rows = full.size(0) / q;
+  return full.narrow(0, r * rows, rows).contiguous();
+}
+
+// The message of the ValueError `fn` throws ("" when it throws none).
+template <typename Fn>
+std::string value_error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const ValueError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Every parameter of `twin` against `serial`'s, in named_parameters() order under the same names:
+// the value gathered by its placement equal to the serial draw (exactly: shards are drawn at their
+// global indices), the gradient gathered within the twin tolerance. `replicated_ok`: parameters
+// may be replicated (then the rank holds the serial gradient itself); otherwise every parameter is
+// sharded over the whole tensor group, so the rank holds 1/P of the serial parameters.
+inline void check_params(const nn::Module& twin, const nn::Module& serial,
+                         const ParallelContext& ctx, const std::string& what,
+                         bool replicated_ok = false) {
+  const auto placements = twin.named_placements();
+  const auto params = twin.named_parameters();
+  const auto want = serial.named_parameters();
+  RANK_CHECK(params.size() == want.size(), what, ": ", params.size(), " vs ", want.size(),
+             " parameters");
+  int64_t padded_sharded = 0, local_sharded = 0;  // serial elements (padded views), this rank's
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string& name = params[i].first;
+    const parallel::tensor::Placement& p = placements[i].second;
+    RANK_CHECK(name == want[i].first && placements[i].first == name, what, ": parameter ", name,
+               " vs ", want[i].first);
+    RANK_CHECK(replicated_ok || !p.replicated(), what, ": ", name, " is replicated");
+    RANK_CHECK(p.global_shape == want[i].second.shape(), what, ": ", name, " global shape ",
+               shape_str(p.global_shape), " vs serial ", shape_str(want[i].second.shape()));
+    if (!p.replicated()) {
+      padded_sharded += shape_numel(p.view_shape());
+      local_sharded += params[i].second.numel();
+    }
+    const Tensor value = parallel::tensor::gather_full(params[i].second.detach(), p, ctx);
+    RANK_CHECK(rel_error(value, want[i].second.detach()) == 0.0, what, ": value of ", name,
+               " differs from the serial draw");
+    RANK_CHECK(params[i].second.grad().defined(), what, ": no gradient for ", name);
+    const Tensor grad = parallel::tensor::gather_full(params[i].second.grad(), p, ctx);
+    check_close(grad, want[i].second.grad(), what + " gradient of " + name);
+  }
+  // Every sharded parameter is cut over the whole tensor group: 1/P of its (padded) view each.
+  const int size = ctx.config().tensor.size;
+  RANK_CHECK(local_sharded * size == padded_sharded, what, ": ", local_sharded,
+             " sharded parameters on this rank, serial (padded) ", padded_sharded);
+}
+
+// Copies `full` into a serial parameter and the matching shard into the twin's.
+inline void set_param(const Tensor& serial_param, const Tensor& twin_param,
+                      const parallel::tensor::Placement& placement, const Tensor& full) {
+  autograd::NoGradGuard no_grad;
+  serial_param.detach().copy_(full);
+  twin_param.detach().copy_(parallel::tensor::cut_shard(full, placement));
 }
 
 }  // namespace tessera::parallel::testing

@@ -1,0 +1,168 @@
+// 2D embeddings and LM head (see vocab_2d.h).
+#include "models/nn/parallel/vocab_2d.h"
+
+#include "autograd/ops.h"
+#include "models/nn/parallel/placement_2d.h"
+#include "models/nn/parallel/shard_init.h"
+#include "models/nn/parallel/vocab_1d.h"
+#include "parallel/tensor/region_ops.h"
+#include "parallel/tensor/vocab_cross_entropy_2d.h"
+
+namespace tessera::nn {
+namespace {
+
+using parallel::tensor::Placement;
+using parallel::tensor::SummaGrid;
+using parallel::tensor::VocabShard;
+
+// The vocabulary padded to a multiple of q^2 (so the LM head's bias cuts as a 2D vector), slice
+// `index` of q.
+VocabShard vocab_shard_2d(int64_t vocab_size, int index, const SummaGrid& grid) {
+  return parallel::tensor::vocab_shard(vocab_size, index, grid.q(), grid.q());
+}
+
+// The (V, C) table viewed as (V_pad, C), cut in blocks: rows chunk r over 2d_col, columns chunk s
+// over 2d_row.
+Placement table_placement(int64_t vocab_size, int64_t dim, const SummaGrid& grid, const char* op) {
+  const int q = grid.q();
+  TS_CHECK(dim % q == 0, op, "expected dim ", dim, " divisible by the 2D grid side q = ", q);
+  const VocabShard s = vocab_shard_2d(vocab_size, grid.grid_row(), grid);
+  Placement p = parallel::tensor::split({vocab_size, dim}, 0, q, grid.grid_row(), "2d_col",
+                                        {s.padded_vocab_size, dim});
+  p.splits.push_back({.dim = 1, .parts = q, .index = grid.grid_col(), .group = "2d_row"});
+  return p;
+}
+
+// The bias (V) viewed as (V_pad), cut as a 2D vector: slice s over 2d_row, then piece r over
+// 2d_col.
+Placement bias_placement(int64_t vocab_size, const SummaGrid& grid) {
+  const int q = grid.q();
+  const VocabShard s = vocab_shard_2d(vocab_size, grid.grid_col(), grid);
+  Placement p =
+      parallel::tensor::split({vocab_size}, 0, q, grid.grid_col(), "2d_row", {s.padded_vocab_size});
+  p.splits.push_back({.dim = 0, .parts = q, .index = grid.grid_row(), .group = "2d_col"});
+  return p;
+}
+
+void check_batch(const char* who, const Tensor& ids, const SummaGrid& grid) {
+  TS_CHECK(ids.defined() && ids.dim() >= 2 && ids.size(0) % grid.q() == 0, who,
+           "expected token ids (B, ...) with the batch B divisible by the 2D grid side q = ",
+           grid.q(), " (2D tensor parallelism splits the batch over the grid rows), got ",
+           ids.defined() ? ids.describe() : "undefined");
+}
+
+// Rows [r b, (r + 1) b) of ids (B, ...), b = B / q: this grid row's batch chunk.
+Tensor batch_chunk(const Tensor& ids, const SummaGrid& grid) {
+  const int64_t b = ids.size(0) / grid.q();
+  return ids.narrow(0, int64_t(grid.grid_row()) * b, b);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- VocabParallelEmbedding2D
+
+VocabParallelEmbedding2D::VocabParallelEmbedding2D(const EmbeddingSpec& spec,
+                                                   const BuildContext& ctx, ParallelStyle style)
+    : Embedding(spec, style, nullptr), grid_(ctx.summa_grid()) {
+  shard_ = vocab_shard_2d(spec.num_embeddings, grid_.grid_row(), grid_);
+  const Placement p =
+      table_placement(spec.num_embeddings, spec.dim, grid_, "VocabParallelEmbedding2D");
+  adopt(normal_shard(p, 0.0, spec.init_std, ctx.generator()), p);
+}
+
+Tensor VocabParallelEmbedding2D::lookup(const Tensor& ids) {
+  return masked_lookup(weight(), ids, shard_);
+}
+
+Tensor VocabParallelEmbedding2D::forward(const Tensor& ids) {
+  check_batch(type_name().c_str(), ids, grid_);  // before any collective, on every rank alike
+  // (B, ..., C / q) partial rows: the sum over the grid column, this rank's batch chunk of it.
+  return parallel::tensor::reduce_scatter_to_region(lookup(ids), 0, grid_.col);
+}
+
+Tensor VocabParallelEmbedding2D::row(int64_t id) {
+  TS_CHECK(id >= 0 && id < spec().num_embeddings, type_name(), "expected an id in [0, ",
+           spec().num_embeddings, "), got ", id);
+  const Tensor ids = from_vector<int64_t>({id}, {1}, weight().device());
+  const Tensor partial = select(lookup(ids), 0, 0);  // (C / q), the owner's row or zeros
+  // Summed over the grid column forward, and backward too (each rank adds it to its batch chunk).
+  return parallel::tensor::reduce_from_region(parallel::tensor::copy_to_region(partial, grid_.col),
+                                              grid_.col);
+}
+
+// ---------------------------------------------------------------- VocabParallelLMHead2D
+
+VocabParallelLMHead2D::VocabParallelLMHead2D(const LMHeadSpec& spec, const BuildContext& ctx,
+                                             ParallelStyle style)
+    : LMHead(spec, style, /*tied=*/false, nullptr), grid_(ctx.summa_grid()) {
+  shard_ = vocab_shard_2d(spec.vocab_size, grid_.grid_col(), grid_);
+  const Placement p =
+      table_placement(spec.vocab_size, spec.d_model, grid_, "VocabParallelLMHead2D");
+  Tensor w = normal_shard(p, 0.0, spec.init_std, ctx.generator());
+  const Placement bp = bias_placement(spec.vocab_size, grid_);
+  adopt(w, p, spec.bias ? zeros_shard(bp) : Tensor(), bp);
+}
+
+VocabParallelLMHead2D::VocabParallelLMHead2D(const LMHeadSpec& spec,
+                                             const VocabParallelEmbedding2D& embedding,
+                                             const BuildContext& ctx, ParallelStyle style)
+    : LMHead(spec, style, /*tied=*/true, nullptr), grid_(ctx.summa_grid()) {
+  TS_CHECK(
+      embedding.spec().num_embeddings == spec.vocab_size && embedding.spec().dim == spec.d_model,
+      type_name(), "expected a tied embedding of (", spec.vocab_size, ", ", spec.d_model,
+      "), got (", embedding.spec().num_embeddings, ", ", embedding.spec().dim, ")");
+  shard_ = vocab_shard_2d(spec.vocab_size, grid_.grid_col(), grid_);
+  const Placement bp = bias_placement(spec.vocab_size, grid_);
+  adopt(embedding.weight(), Placement(), spec.bias ? zeros_shard(bp) : Tensor(), bp);
+}
+
+Tensor VocabParallelLMHead2D::local_logits(const Tensor& x) {
+  const int64_t local = spec().d_model / grid_.q();
+  TS_CHECK(x.defined() && x.dim() >= 2 && x.size(-1) == local, type_name(),
+           "expected this rank's 2D block (B / q, ..., ", local, ") of an input with ",
+           spec().d_model, " features, got ", x.defined() ? x.describe() : "undefined");
+  Tensor y = parallel::tensor::summa_abt(x, weight(), grid_);  // (B / q, ..., V_pad / q)
+  return bias().defined() ? add(y, gather_vector_2d(bias(), grid_)) : y;
+}
+
+Tensor VocabParallelLMHead2D::forward(const Tensor& x) {
+  Tensor all = parallel::tensor::gather_2d(local_logits(x), grid_);  // (B, ..., V_pad)
+  return narrow(all, -1, 0, spec().vocab_size);
+}
+
+Tensor VocabParallelLMHead2D::loss(const Tensor& x, const Tensor& targets,
+                                   const CrossEntropyOptions& opts) {
+  TS_CHECK(targets.defined() && x.defined() && targets.dim() >= 1 &&
+               targets.size(0) == x.size(0) * grid_.q(),
+           type_name(), "expected the whole batch's targets (",
+           x.defined() ? x.size(0) * grid_.q() : 0, ", ...) for this rank's block ",
+           x.defined() ? x.describe() : "undefined", ", got ",
+           targets.defined() ? targets.describe() : "undefined");
+  return parallel::tensor::vocab_parallel_cross_entropy_2d(local_logits(x), targets, shard_, opts,
+                                                           grid_);
+}
+
+// ---------------------------------------------------------------- Embedding2D
+
+Embedding2D::Embedding2D(const EmbeddingSpec& spec, const BuildContext& ctx, ParallelStyle style)
+    : Embedding(spec, style, nullptr), grid_(ctx.summa_grid()) {
+  const Placement p = columns_placement_2d({spec.num_embeddings, spec.dim}, grid_, "Embedding2D");
+  adopt(normal_shard(p, 0.0, spec.init_std, ctx.generator()), p);
+}
+
+Tensor Embedding2D::forward(const Tensor& ids) {
+  TS_CHECK(ids.defined() && ids.dim() >= 1, type_name(),
+           "expected ids (B, ...) or positions (T), got ",
+           ids.defined() ? ids.describe() : "undefined");
+  if (ids.dim() >= 2) check_batch(type_name().c_str(), ids, grid_);
+  const Tensor table = gather_columns_2d(weight(), grid_);  // (V, C / q)
+  return embedding(table, ids.dim() >= 2 ? batch_chunk(ids, grid_) : ids);
+}
+
+Tensor Embedding2D::row(int64_t id) {
+  TS_CHECK(id >= 0 && id < spec().num_embeddings, type_name(), "expected an id in [0, ",
+           spec().num_embeddings, "), got ", id);
+  return select(gather_columns_2d(weight(), grid_), 0, id);
+}
+
+}  // namespace tessera::nn

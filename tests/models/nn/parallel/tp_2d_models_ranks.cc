@@ -1,0 +1,295 @@
+// Multi-rank program run by tp_2d_test.sh: GPT, BERT and ViT built under 2D (SUMMA) tensor
+// parallelism on a q x q grid by configuration alone (the factories pick every layer's 2D twin)
+// against the serial models from the same seed: the loss and every parameter gradient (gathered by
+// placement) within 1e-5 relative, with and without dropout, padded vocabularies, tied and untied
+// heads, activation checkpointing; the eval logits (generation's odd batch padded), the hidden
+// states' blocks, the serial-named state gathered from the shards, and the global gradient norm
+// as the trainer's clipping sums it (replicated parameters once). A failure aborts the job.
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "autograd/engine.h"
+#include "autograd/ops.h"
+#include "core/factory.h"
+#include "models/bert/bert.h"
+#include "models/gpt/gpt.h"
+#include "models/nn/nn.h"
+#include "models/vit/vit.h"
+#include "parallel/comm/mpi_runtime.h"
+#include "parallel/mesh/parallel_context.h"
+#include "parallel/tensor/placement_ops.h"
+#include "parallel/tensor/summa.h"
+#include "tests/models/nn/parallel/twin_checks.h"
+#include "tests/parallel/rank_check.h"
+
+using namespace tessera;
+using parallel::ParallelContext;
+
+using parallel::testing::block;
+using parallel::testing::check_close;
+using parallel::testing::check_params;
+using parallel::testing::rel_error;
+
+namespace {
+
+parallel::tensor::SummaGrid grid_of(const ParallelContext& ctx) {
+  Generator unused(0);
+  return nn::BuildContext(unused, &ctx).summa_grid();
+}
+
+// The serial model's state_dict() against the twin's, every entry gathered by its placement:
+// same names, global shapes and values (what a checkpoint holds).
+void check_state(const nn::Module& twin, const nn::Module& serial, const ParallelContext& ctx,
+                 const std::string& what) {
+  const auto placements = twin.state_placements();
+  const auto state = twin.state_dict();
+  const auto want = serial.state_dict();
+  RANK_CHECK(state.size() == want.size() && placements.size() == state.size(), what, ": ",
+             state.size(), " state entries, serial ", want.size());
+  for (size_t i = 0; i < state.size(); ++i) {
+    RANK_CHECK(state[i].first == want[i].first && placements[i].first == state[i].first, what,
+               ": state entry ", state[i].first, " vs ", want[i].first);
+    const Tensor full = parallel::tensor::gather_full(state[i].second, placements[i].second, ctx);
+    RANK_CHECK(rel_error(full, want[i].second) == 0.0, what, ": state entry ", state[i].first,
+               " gathered differs from the serial one");
+    // And cut back: the shard this rank holds.
+    RANK_CHECK(rel_error(parallel::tensor::cut_shard(want[i].second, placements[i].second),
+                         state[i].second) == 0.0,
+               what, ": the serial ", state[i].first, " cut by placement is not this rank's shard");
+  }
+}
+
+// The global gradient norm as the trainer's clipping computes it (every shard summed over the
+// tensor group, a replicated parameter counted on tensor rank 0 only) against the serial one.
+void check_grad_norm(const nn::Module& twin, const nn::Module& serial, const ParallelContext& ctx,
+                     const std::string& what) {
+  const auto placements = twin.named_placements();
+  const auto params = twin.named_parameters();
+  const bool counts_replicated = ctx.tensor_group()->rank() == 0;
+  double local = 0, want = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (placements[i].second.replicated() && !counts_replicated) continue;
+    const Tensor g = params[i].second.grad().to(DType::f32).contiguous();
+    for (int64_t k = 0; k < g.numel(); ++k)
+      local += double(g.data<float>()[k]) * g.data<float>()[k];
+  }
+  for (const Tensor& p : serial.parameters()) {
+    const Tensor g = p.grad().to(DType::f32).contiguous();
+    for (int64_t k = 0; k < g.numel(); ++k) want += double(g.data<float>()[k]) * g.data<float>()[k];
+  }
+  Tensor total = from_vector<float>({float(local)}, {1});
+  ctx.tensor_group()->all_reduce(total)->wait();
+  const double got = std::sqrt(double(total.data<float>()[0])), norm = std::sqrt(want);
+  RANK_CHECK(std::fabs(got - norm) <= 1e-5 * norm, what, ": gradient norm ", got, ", serial ",
+             norm);
+}
+
+gpt::GPTConfig tiny_gpt(int q, int64_t vocab, double dropout) {
+  gpt::GPTConfig c;
+  c.vocab_size = vocab;
+  c.context_length = 16;
+  c.n_layers = 2;
+  c.n_heads = 2 * q;
+  c.d_model = 8 * q * q;
+  c.dropout = dropout;
+  c.attn_dropout = dropout;
+  return c;
+}
+
+void check_gpt(const ParallelContext& ctx, int64_t vocab, double dropout, bool tied,
+               bool checkpoint) {
+  const int q = grid_of(ctx).q();
+  const std::string what =
+      str_cat("GPT vocab ", vocab, " dropout ", dropout, tied ? " tied" : " untied",
+              checkpoint ? " checkpointed" : "", " on ", q, " x ", q);
+  gpt::GPTConfig c = tiny_gpt(q, vocab, dropout);
+  c.tie_embeddings = tied;
+  c.checkpoint = checkpoint;
+  Generator g_serial(7), g_twin(7);
+  gpt::GPT serial(c, g_serial);
+  gpt::GPT twin(c, nn::BuildContext(g_twin, &ctx));
+  RANK_CHECK(g_serial.offset() == g_twin.offset(), what, ": the twin drew ", g_twin.offset(),
+             " counters, the serial ", g_serial.offset());
+  RANK_CHECK(twin.wte()->type_name() == "VocabParallelEmbedding2D" &&
+                 twin.wpe()->type_name() == "Embedding2D" &&
+                 twin.ln_f()->type_name() == "LayerNorm2D" &&
+                 twin.lm_head()->type_name() == "VocabParallelLMHead2D",
+             what, ": layers ", twin.wte()->type_name(), ", ", twin.wpe()->type_name(), ", ",
+             twin.ln_f()->type_name(), ", ", twin.lm_head()->type_name());
+  Generator data(11);
+  const int64_t b = 2 * q, t = 16;
+  Tensor ids = randint(0, vocab, {b, t}, {.dtype = DType::i64}, &data);
+  Tensor targets = randint(0, vocab, {b, t}, {.dtype = DType::i64}, &data);
+  targets.narrow(1, 0, 2).fill_(-100);  // some ignored positions
+  manual_seed(5);
+  Tensor want = serial.loss(ids, targets);
+  autograd::backward({want});
+  manual_seed(5);
+  Tensor got = twin.loss(ids, targets);
+  autograd::backward({got});
+  check_close(got, want, what + " loss");
+  check_params(twin, serial, ctx, what);
+  check_grad_norm(twin, serial, ctx, what);
+  check_state(twin, serial, ctx, what);
+  autograd::NoGradGuard no_grad;
+  serial.eval();
+  twin.eval();
+  check_close(twin.forward(ids), serial.forward(ids), what + " logits");
+  // Generation's single prompt: its batch of one is padded to split over the grid rows.
+  Tensor prompt = ids.narrow(0, 0, 1).narrow(1, 0, 7).contiguous();
+  check_close(twin.forward(prompt), serial.forward(prompt), what + " logits of one prompt");
+  Generator gs(3), gt(3);
+  const Tensor gen_s = serial.generate(prompt, 4, /*temperature=*/0.0, /*top_k=*/0, gs);
+  const Tensor gen_t = twin.generate(prompt, 4, /*temperature=*/0.0, /*top_k=*/0, gt);
+  RANK_CHECK(rel_error(gen_t.to(DType::f32), gen_s.to(DType::f32)) == 0.0, what,
+             ": generated tokens differ");
+  // In training the batch must split over the grid rows: every rank refuses before a collective.
+  twin.train();
+  const std::string error = parallel::testing::value_error_of([&] {
+    twin.loss(ids.narrow(0, 0, q + 1).contiguous(), targets.narrow(0, 0, q + 1).contiguous());
+  });
+  RANK_CHECK(
+      error.find(str_cat("batch B divisible by the 2D grid side q = ", q)) != std::string::npos,
+      what, ": a batch of ", q + 1, " gave '", error, "'");
+}
+
+bert::BertConfig tiny_bert(int q, double dropout) {
+  bert::BertConfig c;
+  c.vocab_size = 37;  // padded under tensor parallelism
+  c.max_positions = 16;
+  c.n_layers = 2;
+  c.n_heads = 2 * q;
+  c.d_model = 8 * q * q;
+  c.mlp_hidden = 16 * q * q;
+  c.dropout = dropout;
+  c.attn_dropout = dropout;
+  c.num_labels = 3;  // does not split over the grid
+  return c;
+}
+
+// The masked-LM plus classification loss over a batch with padding (key-padding mask), with and
+// without token types, every gradient; then the eval hidden states (this rank's block) and the
+// logits of both heads.
+void check_bert(const ParallelContext& ctx, double dropout, bool token_types) {
+  const auto grid = grid_of(ctx);
+  const int q = grid.q();
+  const std::string what =
+      str_cat("BERT dropout ", dropout, token_types ? " token types" : "", " on ", q, " x ", q);
+  const bert::BertConfig c = tiny_bert(q, dropout);
+  Generator g_serial(7), g_twin(7);
+  bert::Bert serial(c, g_serial);
+  bert::Bert twin(c, nn::BuildContext(g_twin, &ctx));
+  RANK_CHECK(g_serial.offset() == g_twin.offset(), what, ": the twin drew ", g_twin.offset(),
+             " counters, the serial ", g_serial.offset());
+  Generator data(11);
+  const int64_t b = 2 * q, t = 16;
+  Tensor ids = randint(0, c.vocab_size, {b, t}, {.dtype = DType::i64}, &data);
+  Tensor types =
+      token_types ? randint(0, c.type_vocab_size, {b, t}, {.dtype = DType::i64}, &data) : Tensor();
+  Tensor mask = ones({b, t}, {.dtype = DType::i64});
+  mask.narrow(0, 1, 1).narrow(1, 10, t - 10).fill_(0);
+  mask.narrow(0, b - 1, 1).narrow(1, 13, t - 13).fill_(0);
+  Tensor labels = randint(0, c.vocab_size, {b, t}, {.dtype = DType::i64}, &data);
+  labels.narrow(1, 0, 3).fill_(-100);
+  Tensor classes = randint(0, c.num_labels, {b}, {.dtype = DType::i64}, &data);
+  auto loss = [&](bert::Bert& m) {
+    Tensor h = m.forward(ids, types, mask);
+    return m.mlm_loss(h, labels) + m.classification_loss(h, classes);
+  };
+  manual_seed(5);
+  Tensor want = loss(serial);
+  autograd::backward({want});
+  manual_seed(5);
+  Tensor got = loss(twin);
+  autograd::backward({got});
+  check_close(got, want, what + " loss");
+  check_params(twin, serial, ctx, what, /*replicated_ok=*/true);  // the classifier's bias
+  check_grad_norm(twin, serial, ctx, what);
+  check_state(twin, serial, ctx, what);
+  autograd::NoGradGuard no_grad;
+  serial.eval();
+  twin.eval();
+  Tensor hs = serial.forward(ids, types, mask), ht = twin.forward(ids, types, mask);
+  check_close(ht, block(hs, grid.grid_row(), grid.grid_col(), q), what + " hidden states block");
+  check_close(twin.mlm_logits(ht), serial.mlm_logits(hs), what + " masked-LM logits");
+  check_close(twin.classify(ht), serial.classify(hs), what + " classification logits");
+}
+
+vit::ViTConfig tiny_vit(int q, double dropout) {
+  vit::ViTConfig c;
+  c.image_size = 12;
+  c.patch_size = 4;  // 9 patches + the class token
+  c.in_channels = 3;
+  c.num_classes = 5;
+  c.n_layers = 2;
+  c.n_heads = 2 * q;
+  c.d_model = 8 * q * q;
+  c.dropout = dropout;
+  c.attn_dropout = dropout;
+  return c;
+}
+
+void check_vit(const ParallelContext& ctx, double dropout) {
+  const int q = grid_of(ctx).q();
+  const std::string what = str_cat("ViT dropout ", dropout, " on ", q, " x ", q);
+  const vit::ViTConfig c = tiny_vit(q, dropout);
+  Generator g_serial(7), g_twin(7);
+  vit::ViT serial(c, g_serial);
+  vit::ViT twin(c, nn::BuildContext(g_twin, &ctx));
+  RANK_CHECK(g_serial.offset() == g_twin.offset(), what, ": the twin drew ", g_twin.offset(),
+             " counters, the serial ", g_serial.offset());
+  Generator data(11);
+  Tensor images = randn({2 * q, 3, 12, 12}, {}, &data);
+  Tensor labels = randint(0, c.num_classes, {2 * q}, {.dtype = DType::i64}, &data);
+  manual_seed(5);
+  Tensor want = serial.loss(images, labels);
+  autograd::backward({want});
+  manual_seed(5);
+  Tensor got = twin.loss(images, labels);
+  autograd::backward({got});
+  check_close(got, want, what + " loss");
+  // The class token, positions and classifier bias are replicated.
+  check_params(twin, serial, ctx, what, /*replicated_ok=*/true);
+  check_grad_norm(twin, serial, ctx, what);
+  check_state(twin, serial, ctx, what);
+  autograd::NoGradGuard no_grad;
+  serial.eval();
+  twin.eval();
+  check_close(twin.forward(images), serial.forward(images), what + " logits");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return parallel::run_distributed(
+      argc, argv, [](const std::shared_ptr<parallel::Communicator>& world) {
+        const int n = world->size();
+        const int q = int(std::lround(std::sqrt(double(n))));
+        RANK_CHECK(q * q == n && q > 1,
+                   "tp_2d_models_ranks runs on a square number of ranks > 1, got ", n);
+        parallel::ParallelConfig config;
+        config.tensor.size = n;
+        config.tensor.mode = "2d";
+        ParallelContext ctx(config, world);
+        int cases = 0;
+        check_gpt(ctx, 64, 0.0, /*tied=*/true, /*checkpoint=*/false);
+        check_gpt(ctx, 64, 0.1, /*tied=*/true, /*checkpoint=*/false);
+        check_gpt(ctx, 37, 0.1, /*tied=*/false, /*checkpoint=*/false);  // padded, its own head
+        check_gpt(ctx, 37, 0.1, /*tied=*/true, /*checkpoint=*/true);
+        cases += 4;
+        check_bert(ctx, 0.0, /*token_types=*/false);
+        check_bert(ctx, 0.1, /*token_types=*/true);
+        check_bert(ctx, 0.1, /*token_types=*/false);
+        check_vit(ctx, 0.0);
+        check_vit(ctx, 0.1);
+        cases += 5;
+        world->barrier()->wait();
+        if (world->rank() == 0)
+          std::printf(
+              "tp 2d models: %d GPT, BERT and ViT cases, all checks passed on %d x %d "
+              "ranks (%lld checks on rank 0)\n",
+              cases, q, q, static_cast<long long>(parallel::testing::checks_passed()));
+        return 0;
+      });
+}
