@@ -1,12 +1,13 @@
 // GPT-2 decoder construction, forward, loss (see gpt.h).
 #include "models/gpt/gpt.h"
 
+#include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 
 namespace tessera::gpt {
 
 GPT::GPT(const GPTConfig& config, const nn::BuildContext& ctx)
-    : config_(config), seq_(ctx), split2d_(ctx) {
+    : config_(config), seq_(ctx), split2d_(ctx), sp_(ctx) {
   config.validate();
   const GPTConfig& c = config_;
   // forward() pads a window to a multiple of P, which must still fit the position table.
@@ -103,6 +104,12 @@ Tensor GPT::embed(const Tensor& ids) {
   Tensor pos = arange(0, double(t), 1.0, {.dtype = DType::i64, .device = ids.device()});  // (T)
   // Sequence parallel: the token embedding gives this rank's rows (B, T/P, C), and the positions,
   // looked up whole, are cut to the same rows (T/P, C).
+  if (sp_.on()) {
+    // The paper's sequence parallelism: this rank's positions of every sequence, and their
+    // position embeddings looked up at their global index.
+    sp_.check_length("GPT", t);
+    return drop_->forward(wte_->forward(sp_.take(ids, 1)) + wpe_->forward(sp_.positions(t, ids.device())));
+  }
   return drop_->forward(wte_->forward(ids) + seq_.scatter(wpe_->forward(pos), 0));
 }
 
@@ -136,6 +143,7 @@ Tensor GPT::forward(const Tensor& ids) {
     return narrow(forward(cat({ids, pad}, 0)), 0, 0, b);  // (B, T, V)
   }
   const int64_t t = ids.defined() && ids.dim() == 2 ? ids.size(1) : 0;
+  if (sp_.on()) return sequence_forward(ids);
   const int64_t pad = (seq_.parts() - t % seq_.parts()) % seq_.parts();
   if (pad == 0 || t > config_.context_length) return lm_head_->forward(hidden(ids));  // (B, T, V)
   // Sequence parallelism splits T over the tensor group, so a window of any length (generation)
@@ -155,7 +163,29 @@ Tensor GPT::loss(const Tensor& ids, const Tensor& targets) {
            "expected targets of the ids' shape ", shape_str(ids.shape()), ", got ",
            targets.defined() ? targets.describe() : "undefined");
   Tensor tgt = targets.dtype() == DType::i64 ? targets : targets.to(DType::i64);
-  return lm_head_->loss(hidden(ids), tgt);
+  // Sequence parallel: the mean over this rank's positions. Every rank holds T/S of each row, so
+  // the mean over the sequence ranks is the serial mean (the trainer averages over them).
+  return lm_head_->loss(hidden(ids), sp_.take(tgt, 1));
+}
+
+// Evaluation and generation under the paper's sequence parallelism: a window of any length is
+// padded on the right to a multiple of S (the model is causal, so the real positions never see
+// the padding), each rank computes its positions' logits, and the ranks' logits are gathered.
+Tensor GPT::sequence_forward(const Tensor& ids) {
+  const int64_t t = ids.size(1), s = sp_.size(), pad = (s - t % s) % s;
+  TS_CHECK(pad == 0 || !is_training(), "GPT", "expected the sequence length T ", t,
+           " divisible by parallel.sequence ", s, " in training mode");
+  TS_CHECK(t + pad <= config_.context_length, "GPT", "expected a window of at most ",
+           config_.context_length - pad, " tokens under parallel.sequence ", s, ", got ", t);
+  const Tensor padded =
+      pad == 0 ? ids : cat({ids, zeros({ids.size(0), pad}, {.dtype = ids.dtype(), .device = ids.device()})}, 1);
+  autograd::NoGradGuard no_grad;
+  const Tensor local = lm_head_->forward(hidden(padded)).contiguous();  // (B, T'/S, V)
+  Tensor all = empty({s * local.numel()}, {.dtype = local.dtype(), .device = local.device()});
+  sp_.group()->all_gather(local, all)->wait();
+  const int64_t b = local.size(0), n = local.size(1), v = local.size(2);
+  Tensor full = reshape(permute(reshape(all, {s, b, n, v}), {1, 0, 2, 3}), {b, s * n, v});
+  return narrow(full, 1, 0, t);  // (B, T, V)
 }
 
 }  // namespace tessera::gpt

@@ -12,6 +12,7 @@
 #include "models/nn/parallel/sequence_1d.h"
 #include "models/nn/parallel/split_2d.h"
 #include "models/nn/pipeline_stage.h"
+#include "models/nn/sequence_shard.h"
 
 namespace tessera::gpt {
 
@@ -70,10 +71,12 @@ class GPT : public nn::Module {
   std::shared_ptr<nn::LMHead> lm_head_;
   nn::SequenceSplit seq_;  // off unless parallel.tensor.sequence_parallel
   nn::Split2D split2d_;    // off unless parallel.tensor.mode 2d
+  nn::SequenceShard sp_;   // off unless parallel.sequence > 1 (the paper's sequence parallelism)
   nn::PipelineStage stage_;
   std::vector<int64_t> block_slot_;  // global block index -> position in h_ (-1: not held)
 
   Tensor embed(const Tensor& ids);
+  Tensor sequence_forward(const Tensor& ids);
   Tensor run_blocks(Tensor x, int64_t begin, int64_t end);
 };
 

@@ -27,7 +27,7 @@ MultiHeadAttention::MultiHeadAttention(const AttentionSpec& spec, const BuildCon
 
 MultiHeadAttention::MultiHeadAttention(const AttentionSpec& spec, const BuildContext& ctx,
                                        const AttentionSplit& split)
-    : spec_(spec), split_(split) {
+    : spec_(spec), split_(split), sequence_(ctx) {
   TS_CHECK(spec.d_model > 0 && spec.n_heads > 0 && spec.d_model % spec.n_heads == 0,
            "MultiHeadAttention",
            "expected d_model divisible by n_heads (both positive), got d_model ", spec.d_model,
@@ -81,9 +81,23 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& key_padding_ma
                                  split_.batch_index);
     args.gen = &rows;
   }
-  Tensor y =
-      scaled_dot_product_attention(select(heads, 0, 0), select(heads, 0, 1), select(heads, 0, 2),
-                                   args);          // (B, H, T, D)
+  Tensor y;
+  if (sequence_.on()) {
+    // The sequence is split over the sequence group: the ranks' attention crosses them (the
+    // mask is the whole sequence's; dropout by global (query, key) position).
+    parallel::sequence::SequenceAttentionArgs sa = sequence_.attention_args();
+    sa.causal = args.causal;
+    sa.key_padding_mask = args.key_padding_mask;
+    sa.dropout_p = args.dropout_p;
+    sa.gen = args.gen;
+    sa.total_heads = args.total_heads;
+    sa.head_offset = args.head_offset;
+    y = parallel::sequence::attention(select(heads, 0, 0), select(heads, 0, 1),
+                                      select(heads, 0, 2), sa);  // (B, H, T/S, D)
+  } else {
+    y = scaled_dot_product_attention(select(heads, 0, 0), select(heads, 0, 1),
+                                     select(heads, 0, 2), args);  // (B, H, T, D)
+  }
   y = reshape(transpose(y, 1, 2), {b, t, h * d});  // (B, T, H D)
   return resid_dropout_->forward(c_proj_->forward(y));
 }

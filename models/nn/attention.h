@@ -9,6 +9,7 @@
 #include "models/nn/build_context.h"
 #include "models/nn/dropout.h"
 #include "models/nn/linear.h"
+#include "models/nn/sequence_shard.h"
 
 namespace tessera::nn {
 
@@ -59,6 +60,7 @@ class MultiHeadAttention : public Module {
  private:
   AttentionSpec spec_;
   AttentionSplit split_;
+  SequenceShard sequence_;  // parallel.sequence > 1: x holds this rank's positions
   int64_t local_heads_ = 0;  // heads this rank computes (all of them when serial)
   std::shared_ptr<Linear> c_attn_, c_proj_;
   std::shared_ptr<Dropout> resid_dropout_;

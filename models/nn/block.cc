@@ -1,6 +1,8 @@
 // Transformer block construction and forward, with activation checkpointing (see block.h).
 #include "models/nn/block.h"
 
+#include "models/nn/sequence_shard.h"
+
 #include "autograd/ops.h"
 #include "models/nn/factory.h"
 #include "models/nn/parallel/sequence_1d.h"
@@ -31,7 +33,8 @@ Block::Block(const BlockSpec& spec, const BuildContext& ctx) : spec_(spec) {
                                          ctx));
   // Every Dropout below: inside a block they all drop the residual stream (attention's and the
   // MLP's output projections), which sequence parallelism keeps in shards and 2D in blocks.
-  if (seq.on() || ctx.tensor_2d()) set_dropout_chunks(*this, residual_dropout_chunk(ctx));
+  if (seq.on() || ctx.tensor_2d() || SequenceShard(ctx).on())
+    set_dropout_chunks(*this, residual_dropout_chunk(ctx));
 }
 
 Tensor Block::forward_layers(const Tensor& x, const Tensor& mask) {

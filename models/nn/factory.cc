@@ -1,6 +1,8 @@
 // Layer factories (see factory.h): validate the parallel hint, build the serial layer or its twin.
 #include "models/nn/factory.h"
 
+#include "models/nn/sequence_shard.h"
+
 #include <initializer_list>
 
 #include "models/nn/parallel/attention_2d.h"
@@ -81,6 +83,7 @@ std::shared_ptr<Embedding> make_embedding(const EmbeddingSpec& spec, const Build
 
 DropoutChunk residual_dropout_chunk(const BuildContext& ctx) {
   if (ctx.tensor_2d()) return dropout_chunk_2d(ctx.summa_grid());
+  if (const SequenceShard shard(ctx); shard.on()) return shard.dropout_chunk();
   return SequenceSplit(ctx).dropout_chunk();
 }
 

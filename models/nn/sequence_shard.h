@@ -1,0 +1,49 @@
+// The paper's sequence parallelism (parallel.sequence > 1), as the models see it: the S ranks of
+// the sequence group each hold one contiguous chunk of positions of the same sequences (rank r:
+// [r T/S, (r + 1) T/S); the attention ops also take the zigzag layout, which the models do not
+// use yet because Dropout draws one chunk). Token embeddings,
+// LayerNorms, MLPs, dropout and the loss work on this rank's positions; attention crosses ranks
+// (parallel/sequence/attention.h) and positions are looked up by their global index. Every
+// parameter is replicated over the group: the trainer averages gradients over data x sequence.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "core/tensor.h"
+#include "models/nn/build_context.h"
+#include "models/nn/dropout.h"
+#include "parallel/sequence/attention.h"
+
+namespace tessera::nn {
+
+class SequenceShard {
+ public:
+  SequenceShard() = default;  // off: the whole sequence is local
+  // On when ctx's parallel.sequence > 1.
+  explicit SequenceShard(const BuildContext& ctx);
+
+  bool on() const { return size_ > 1; }
+  int size() const { return size_; }
+  int rank() const { return rank_; }
+  const std::shared_ptr<parallel::Communicator>& group() const { return group_; }
+
+  // Throws unless t positions split over the group in this layout, naming `who`.
+  void check_length(const char* who, int64_t t) const;
+  // This rank's positions of full (.., T, ..) along dim (ids, targets, masks: not differentiable
+  // or differentiable alike). The identity when off.
+  Tensor take(const Tensor& full, int64_t dim) const;
+  // This rank's global positions (T/S) i64, in local order, on `device`.
+  Tensor positions(int64_t t, Device device) const;
+  // Where this rank's positions lie for dropout: its chunk along dim 1.
+  DropoutChunk dropout_chunk() const { return {.dim = 1, .parts = size_, .index = rank_}; }
+  // The attention arguments' sequence part (mode, group, layout); undefined group when off.
+  parallel::sequence::SequenceAttentionArgs attention_args() const;
+
+ private:
+  int size_ = 1, rank_ = 0;
+  parallel::sequence::SequenceAttentionMode mode_ = parallel::sequence::SequenceAttentionMode::ring_flash;
+  std::shared_ptr<parallel::Communicator> group_;
+};
+
+}  // namespace tessera::nn
