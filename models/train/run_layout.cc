@@ -12,16 +12,13 @@
 namespace tessera::train {
 namespace {
 
-// ZeRO stages 1 and 2 on the CPU with an element-wise optimizer; not stage 3 or offload yet.
+// ZeRO stages 1-3 on the CPU with an element-wise optimizer; not offload yet. (A pipeline takes
+// stage 0 or 1 only: check_supported says so first.)
 void check_zero_supported(const TrainConfig& c) {
   const ZeroSection& z = c.zero;
   TS_CHECK(!z.offload, "config",
            "zero.offload: offloading the ZeRO optimizer to CPU memory is not available in this "
-           "version of Tessera (ZeRO stages 1 and 2 are); set zero.offload to false");
-  TS_CHECK(z.stage <= 2, "config", "zero.stage ", z.stage,
-           ": sharding the parameters themselves (ZeRO stage 3) is not available in this version "
-           "of Tessera; stage 1 shards the optimizer state and f32 master weights and stage 2 also "
-           "the gradients: set zero.stage to 1 or 2");
+           "version of Tessera (ZeRO stages 1-3 are); set zero.offload to false");
   if (z.stage == 0) return;
   parallel::zero::check_zero_optimizer(c.optimizer.value("type", "adamw"), "optimizer.type",
                                        int(z.stage));
@@ -31,13 +28,105 @@ void check_zero_supported(const TrainConfig& c) {
            "cpu or zero.stage to 0");
 }
 
+// The model's blocks (model.n_layers), which the pipeline's stages divide.
+int64_t model_blocks(const TrainConfig& c) {
+  switch (c.kind) {
+    case ModelKind::gpt:
+      return c.gpt.n_layers;
+    case ModelKind::bert:
+      return c.bert.n_layers;
+    case ModelKind::vit:
+      return c.vit.n_layers;
+  }
+  return 0;
+}
+
+// The side q of mode 2d's grid (parallel.tensor.size = q * q, checked by ParallelConfig).
+int grid_side(const parallel::ParallelConfig& p) {
+  int q = 1;
+  while (q * q < p.tensor.size) ++q;
+  return q;
+}
+
+// Mode 2d cuts the batch over the q grid rows, the features and heads over the q grid columns and
+// every vector parameter (biases, LayerNorm weights) over all q^2 ranks; the vocabulary is padded.
+void check_2d(const TrainConfig& c) {
+  const int q = grid_side(c.parallel);
+  const int64_t q2 = int64_t(q) * q;
+  TS_CHECK(c.parallel.pipeline == 1, "config", "parallel.tensor.mode 2d with parallel.pipeline ",
+           c.parallel.pipeline,
+           ": 2D tensor parallelism does not run under pipeline parallelism in this version of "
+           "Tessera; set parallel.pipeline to 1 or parallel.tensor.mode to 1d");
+  int64_t d = 0, heads = 0, hidden = 0;
+  switch (c.kind) {
+    case ModelKind::gpt:
+      d = c.gpt.d_model, heads = c.gpt.n_heads, hidden = c.gpt.mlp_hidden;
+      break;
+    case ModelKind::bert:
+      d = c.bert.d_model, heads = c.bert.n_heads, hidden = c.bert.mlp_hidden;
+      break;
+    case ModelKind::vit:
+      d = c.vit.d_model, heads = c.vit.n_heads, hidden = c.vit.mlp_hidden;
+      break;
+  }
+  if (hidden == 0) hidden = 4 * d;
+  TS_CHECK(d % q2 == 0, "config", "parallel.tensor.mode 2d on a ", q, " x ", q,
+           " grid: expected model.d_model ", d, " divisible by q^2 = ", q2,
+           " (the features split over the grid columns, biases and LayerNorm weights over all ", q2,
+           " ranks)");
+  TS_CHECK(heads % q == 0, "config", "parallel.tensor.mode 2d on a ", q, " x ", q,
+           " grid: expected model.n_heads ", heads, " divisible by q = ", q,
+           " (each grid column computes n_heads / q heads)");
+  TS_CHECK(hidden % q2 == 0, "config", "parallel.tensor.mode 2d on a ", q, " x ", q,
+           " grid: expected the MLP's hidden size (model.mlp_hidden, or 4 x d_model) ", hidden,
+           " divisible by q^2 = ", q2);
+  if (c.kind == ModelKind::vit) {
+    const int64_t patch = c.vit.in_channels * c.vit.patch_size * c.vit.patch_size;
+    TS_CHECK(patch % q == 0, "config", "parallel.tensor.mode 2d on a ", q, " x ", q,
+             " grid: expected a patch's features (model.in_channels ", c.vit.in_channels,
+             " x model.patch_size ", c.vit.patch_size, "^2 = ", patch, ") divisible by q = ", q);
+  }
+}
+
+// Mode 2d cuts each micro-batch over the q grid rows.
+void check_2d_batch(const TrainConfig& c) {
+  const int q = grid_side(c.parallel);
+  TS_CHECK(c.train.micro_batch_size % q == 0, "config", "parallel.tensor.mode 2d on a ", q, " x ",
+           q, " grid splits each micro-batch over the ", q,
+           " grid rows: expected train.micro_batch_size ", c.train.micro_batch_size,
+           " divisible by q = ", q, " (train.batch_size ", c.train.batch_size, " over ",
+           c.parallel.data, " data-parallel ranks)");
+}
+
+// The paper's sequence parallelism (parallel.sequence): GPT on the CPU, with data parallelism and
+// ZeRO; the sequence length must split over the group (and the heads for all_to_all).
+void check_sequence(const TrainConfig& c) {
+  const parallel::ParallelConfig& p = c.parallel;
+  const std::string what = "parallel.sequence " + std::to_string(p.sequence);
+  TS_CHECK(c.kind == ModelKind::gpt, "config", what, " with a ", model_kind_name(c.kind),
+           " model: this version of Tessera splits GPT's sequence only; set parallel.sequence to 1");
+  TS_CHECK(p.pipeline == 1 && p.tensor.size == 1, "config", what, " with parallel.pipeline ",
+           p.pipeline, " and parallel.tensor.size ", p.tensor.size,
+           ": sequence parallelism combines with data parallelism and ZeRO in this version of "
+           "Tessera; set the pipeline and tensor sizes to 1");
+  TS_CHECK(c.train.device == "cpu", "config", what, " with train.device ", c.train.device,
+           ": sequence parallelism runs on the CPU in this version of Tessera");
+  TS_CHECK(c.seq_len() % p.sequence == 0, "config", what,
+           " splits each sequence over its ranks: expected the sequence length (train.seq_len or "
+           "model.context_length) ",
+           c.seq_len(), " divisible by ", p.sequence);
+  TS_CHECK(c.gpt.context_length % p.sequence == 0, "config", what,
+           ": expected model.context_length ", c.gpt.context_length, " divisible by ", p.sequence,
+           " (generation pads its window to a multiple of it)");
+  TS_CHECK(p.sequence_mode != "all_to_all" || c.gpt.n_heads % p.sequence == 0, "config", what,
+           " in mode all_to_all moves heads between the ranks: expected model.n_heads ",
+           c.gpt.n_heads, " divisible by ", p.sequence);
+}
+
 // Rejects what the config asks for but this build cannot do yet.
 void check_supported(const TrainConfig& c) {
   const parallel::ParallelConfig& p = c.parallel;
   if (p.pipeline > 1) {
-    TS_CHECK(c.kind == ModelKind::gpt, "config", "parallel.pipeline ", p.pipeline, " with a ",
-             model_kind_name(c.kind),
-             " model: this version of Tessera pipelines GPT only; set parallel.pipeline to 1");
     TS_CHECK(c.train.device == "cpu", "config", "parallel.pipeline ", p.pipeline,
              " with train.device ", c.train.device,
              ": pipeline parallelism runs on the CPU in this version of Tessera (its transfers "
@@ -48,9 +137,11 @@ void check_supported(const TrainConfig& c) {
              "ZeRO stage 1 shares; set zero.stage to 0 or 1");
   }
   if (p.tensor.size > 1) {
-    TS_CHECK(p.tensor.mode == "1d", "config", "parallel.tensor.mode ", p.tensor.mode,
-             ": this version of Tessera splits layers in 1d mode only (Megatron's column / row "
-             "pairs); set parallel.tensor.mode to 1d");
+    TS_CHECK(p.tensor.mode == "1d" || p.tensor.mode == "2d", "config", "parallel.tensor.mode ",
+             p.tensor.mode,
+             ": this version of Tessera splits layers in 1d mode (Megatron's column / row pairs) "
+             "and 2d mode (SUMMA on a q x q grid) only; set parallel.tensor.mode to 1d or 2d");
+    if (p.tensor.mode == "2d") check_2d(c);
     TS_CHECK(c.train.device == "cpu", "config", "parallel.tensor.size ", p.tensor.size,
              " with train.device ", c.train.device,
              ": tensor parallelism runs on the CPU in this version of Tessera; set train.device "
@@ -81,9 +172,7 @@ void check_supported(const TrainConfig& c) {
                " (generation pads its window to a multiple of it)");
     }
   }
-  TS_CHECK(p.sequence == 1, "config", "parallel.sequence ", p.sequence,
-           ": sequence parallelism is not available in this version of Tessera (data parallelism "
-           "is); set parallel.sequence to 1");
+  if (p.sequence > 1) check_sequence(c);
   check_zero_supported(c);
 }
 
@@ -108,6 +197,7 @@ int64_t resolve_layout(TrainConfig& c, int world_size) {
              " does not split over ", p.data, " data-parallel ranks");
     t.micro_batch_size = t.batch_size / p.data;
   }
+  if (p.tensor.size > 1 && p.tensor.mode == "2d") check_2d_batch(c);
   const int64_t per_step = t.micro_batch_size * p.data;
   TS_CHECK(t.batch_size % per_step == 0, "config", "train.batch_size ", t.batch_size,
            " must be a multiple of train.micro_batch_size x data ranks = ", t.micro_batch_size,
@@ -122,7 +212,7 @@ int64_t resolve_layout(TrainConfig& c, int world_size) {
              "train.batch_size ", t.batch_size, " / (train.micro_batch_size ", t.micro_batch_size,
              " x data ", p.data, ") = ", micro_batches, ") divisible by parallel.pipeline ",
              p.pipeline);
-    const int64_t blocks = c.gpt.n_layers;
+    const int64_t blocks = model_blocks(c);
     TS_CHECK(blocks >= int64_t(p.pipeline) * v, "config", "parallel.pipeline ", p.pipeline,
              " x virtual_stages ", v, " = ", p.pipeline * v, " stages for ", blocks,
              " blocks (model.n_layers): every stage needs at least one block");

@@ -261,6 +261,12 @@ TrainConfig TrainConfig::from_json(const json& j) {
     SectionReader z(top.object("zero"), "zero");
     c.zero.stage = z.integer("stage", 0, 0, 3);
     c.zero.offload = z.boolean("offload", false);
+    for (const char* key : {"prefetch", "live_params"})
+      TS_CHECK(!z.has(key) || c.zero.stage == 3, "config", "zero.", key,
+               " is a ZeRO stage 3 setting (how parameters are gathered), got it with zero.stage ",
+               c.zero.stage, "; remove it or set zero.stage to 3");
+    c.zero.prefetch = z.integer("prefetch", 1, 0, 16);
+    c.zero.live_params = z.integer("live_params", 4, 2, 1 << 20);
     z.done();
   }
   read_precision(top.object("precision"), c);

@@ -23,9 +23,13 @@ const char* model_kind_name(ModelKind kind);
 
 struct ZeroSection {
   // 0: none; 1: optimizer state and f32 masters sharded over the data-parallel ranks; 2: also the
-  // gradients (reduce-scattered). 3 (parameters too) is refused for now.
+  // gradients (reduce-scattered); 3: also the parameters (gathered on use).
   int64_t stage = 0;
   bool offload = false;  // refused for now
+  // Stage 3 only (an error with another stage): parameters gathered ahead along the first step's
+  // order, and parameters kept gathered at once (parallel/zero/stage3_params.h).
+  int64_t prefetch = 1;
+  int64_t live_params = 4;
 };
 
 struct PrecisionSection {

@@ -103,9 +103,14 @@ class Trainer {
   ParamOrder local_order() const;
   ParamOrder serial_order() const;
   io::NamedTensors stage_tensors(const io::NamedTensors& serial, const std::string& dir) const;
-  parallel::Communicator* data_group() const {
-    return context_ ? context_->data_group().get() : nullptr;
+  // The ranks holding replicas of this rank's part of the model, which average their gradients:
+  // the data group, and under sequence parallelism data x sequence (each sequence rank sees its
+  // own tokens of the same batch).
+  const std::shared_ptr<parallel::Communicator>& replica_group() const {
+    return context_->group(config_.parallel.sequence > 1 ? "data_sequence" : "data");
   }
+  parallel::Communicator* data_group() const { return context_ ? replica_group().get() : nullptr; }
+  int64_t replicas() const { return int64_t(config_.parallel.data) * config_.parallel.sequence; }
 
   TrainConfig config_;
   std::shared_ptr<parallel::Communicator> world_;
@@ -163,15 +168,17 @@ void Trainer::setup() {
                        .data_size = config_.parallel.data,
                        .init_gen = &init_gen_,
                        .device = device_,
-                       .parallel = tensor_parallel() || pipelined() ? context_.get() : nullptr});
+                       .parallel = tensor_parallel() || pipelined() || config_.parallel.sequence > 1
+                                       ? context_.get()
+                                       : nullptr});
     if (pipelined()) pipeline_ = std::make_unique<PipelineStep>(*task_, *context_, int(accum_));
     const DType dtype = precision_dtype(config_.precision.dtype);
     if (dtype != DType::f32) task_->model().to(dtype);
   });
   // Gradients live on device_, so they are reduced by a communicator for that device (NCCL over
   // the MPI data group on a GPU); the MPI group keeps the host-side sums.
-  if (config_.parallel.data > 1 || (config_.zero.stage > 0 && context_))
-    grad_group_ = gradient_group(context_->data_group(), device_);
+  if (replicas() > 1 || (config_.zero.stage > 0 && context_))
+    grad_group_ = gradient_group(replica_group(), device_);
   // Its own agreed block: building it is collective over the data group (broadcast, layout check).
   run_agreed(world_.get(), [&] {
     nn::Module& model = task_->model();
@@ -182,7 +189,9 @@ void Trainer::setup() {
                                   .groups = groups,
                                   .optimizer = config_.optimizer,
                                   .grad_group = grad_group_,
-                                  .zero_stage = int(config_.zero.stage)});
+                                  .zero_stage = int(config_.zero.stage),
+                                  .zero3 = {.live_params = config_.zero.live_params,
+                                            .prefetch = int(config_.zero.prefetch)}});
   });
   run_agreed(world_.get(), [&] {
     schedule_.emplace(config_.schedule);
@@ -320,7 +329,7 @@ void Trainer::save(int64_t step) {
   if (pipeline_) {
     // The stages' pieces, renumbered serially, meet on pipeline rank 0 of data and tensor rank 0.
     optim::OptimizerState serial = renumber_state({opt.meta, ck.optimizer}, local_order(), serial_order());
-    const bool writers = context_->coord("data") == 0 &&
+    const bool writers = context_->coord("data") == 0 && context_->coord("sequence") == 0 &&
                          (!tensor_parallel() || context_->tensor_group()->rank() == 0);
     if (writers) gather_stages(*context_->pipeline_group(), ck.model, serial);
     opt.meta = serial.meta;
@@ -369,7 +378,9 @@ double Trainer::train_step(int64_t step, StepStats& stats) {
   update_->finish_gradients();
   double loss_sum = sum_over_ranks(data_group(), {local_loss})[0];
   if (pipeline_) loss_sum = sum_over_ranks(context_->pipeline_group().get(), {loss_sum})[0];
-  const double loss = loss_sum / double(accum_ * config_.parallel.data);
+  // Under sequence parallelism each rank's loss is S times its share (task.h), so the mean over
+  // the replicas is the global batch's loss.
+  const double loss = loss_sum / double(accum_ * replicas());
   // Every rank holds the same averaged loss, so all fail together; rank 0 reports. The loss scaler
   // cannot help here: the forward pass that made this loss does not depend on the scale.
   run_agreed(world_.get(), [&] {
@@ -524,6 +535,10 @@ void Trainer::header() {
         << " parameters (its shards and the replicated norms, biases and positions)\n";
   }
   if (pipeline_) *os << pipeline_->describe() << "\n";
+  if (c.parallel.sequence > 1)
+    *os << "  sequence parallel: " << c.parallel.sequence_mode << " attention over "
+        << c.parallel.sequence << " ranks, each holding " << c.seq_len() / c.parallel.sequence
+        << " positions of every sequence\n";
   if (const std::string zero = update_->describe(); !zero.empty()) *os << zero << "\n";
   if (!resumed_from_.empty())
     *os << "  resumed from " << resumed_from_ << " at step " << step_ << "\n";
@@ -567,8 +582,11 @@ TrainSummary Trainer::run() {
     if (scaler_) os << " | " << summary_.skipped_steps << " steps skipped by the loss scaler";
     progress_->message(os.str());
   }
-  if ((rank0() && options_.out) || tensor_parallel() || pipeline_) {
-    std::ostringstream discarded;  // model parallel: the sample's forward passes need every rank
+  // Model parallel or ZeRO stage 3: the sample's forward passes are collective (stage 3 gathers
+  // the parameters), so every rank runs them.
+  if ((rank0() && options_.out) || tensor_parallel() || pipeline_ || config_.zero.stage == 3 ||
+      config_.parallel.sequence > 1) {
+    std::ostringstream discarded;
     task_->finish(rank0() && options_.out ? *options_.out : discarded);
   }
   return summary_;

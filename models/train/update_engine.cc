@@ -2,9 +2,11 @@
 #include "models/train/update_engine.h"
 
 #include <cstdio>
+#include <map>
 #include <optional>
 
 #include "core/error.h"
+#include "core/factory.h"
 #include "models/train/train_state.h"
 #include "optim/make_optimizer.h"
 #include "optim/mixed_precision.h"
@@ -80,12 +82,12 @@ class PlainUpdate : public UpdateEngine {
   std::optional<parallel::DataParallel::NoSyncGuard> no_sync_;
 };
 
-// ZeRO stages 1 and 2: parallel::zero::ShardedOptimizer over the data group.
+// ZeRO stages 1-3: parallel::zero::ShardedOptimizer over the data group.
 class ZeroUpdate : public UpdateEngine {
  public:
   explicit ZeroUpdate(const UpdateEngineSpec& spec)
       : zero_(spec.model->named_parameters(), spec.groups, spec.optimizer, spec.grad_group,
-              parallel::zero::ZeroOptions{.stage = spec.zero_stage}) {}
+              parallel::zero::ZeroOptions{.stage = spec.zero_stage, .stage3 = spec.zero3}) {}
 
   void set_grad_sync(bool sync) override {
     if (sync) {
@@ -107,7 +109,10 @@ class ZeroUpdate : public UpdateEngine {
   }
 
   // f32 parameters hold their masters' values after every gather; 16-bit ones get theirs gathered.
+  // Under stage 3 every parameter's master is gathered: the parameters hold no data, and only rank
+  // 0 writes the checkpoint (a released parameter read there would gather on one rank alone).
   io::NamedTensors model_tensors(const nn::Module& model) override {
+    if (zero_.stage() == 3) return stage3_model_tensors(model);
     optim::MasterWeights full(model.parameters());
     std::vector<Tensor> wanted;
     for (size_t i = 0; i < full.masters().size(); ++i)
@@ -116,6 +121,8 @@ class ZeroUpdate : public UpdateEngine {
     zero_.gather_masters(wanted);
     return model_checkpoint_tensors(model, full);
   }
+  // Under stage 3 loading writes into gathered parameters, which keep the writes when released
+  // (stage3_params.h), and load_masters reads them back on every rank in the same order.
   void load_model(nn::Module& model, const io::NamedTensors& tensors,
                   const std::string& dir) override {
     optim::MasterWeights full(model.parameters());
@@ -144,17 +151,41 @@ class ZeroUpdate : public UpdateEngine {
       mine += g.shard_numel;
     }
     const int n = zero_.comm()->size();
-    char line[256];
+    const char* more = "";
+    if (zero_.stage() == 2) more = " and reduces only its shard's gradients";
+    if (zero_.stage() == 3)
+      more =
+          ", reduces only its shard's gradients and holds only its shard of the parameters, "
+          "gathering each on use";
+    char line[320];
     std::snprintf(line, sizeof line,
                   "  zero: stage %d over %d data rank%s: each keeps 1/%d of the f32 masters and "
                   "optimizer state (%lld of %lld elements)%s",
                   zero_.stage(), n, n == 1 ? "" : "s", n, static_cast<long long>(mine),
-                  static_cast<long long>(total),
-                  zero_.stage() == 2 ? " and reduces only its shard's gradients" : "");
+                  static_cast<long long>(total), more);
     return line;
   }
 
  private:
+  // The state_dict with every parameter replaced by its f32 master, gathered from the shards (in
+  // the same order on every rank); other entries (buffers) as they are.
+  io::NamedTensors stage3_model_tensors(const nn::Module& model) {
+    const auto& params = zero_.params();
+    std::vector<Tensor> masters;
+    std::map<const Storage*, size_t> index;
+    for (size_t i = 0; i < params.size(); ++i) {
+      masters.push_back(zeros(params[i].second.shape()));
+      index[params[i].second.storage().get()] = i;
+    }
+    zero_.gather_masters(masters);
+    io::NamedTensors out;
+    for (const auto& [name, t] : model.state_dict()) {
+      auto it = index.find(t.storage().get());
+      out.emplace_back(name, it != index.end() ? masters[it->second] : t);
+    }
+    return out;
+  }
+
   parallel::zero::ShardedOptimizer zero_;
   std::optional<parallel::zero::ShardedOptimizer::NoSyncGuard> no_sync_;
 };

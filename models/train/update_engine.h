@@ -1,8 +1,9 @@
 // What the trainer does between the last backward of a step and the next forward, and the
 // optimizer's part of a checkpoint, behind one interface with two implementations: the plain path
 // (DataParallel's all-reduce, an f32 master of every parameter, one optimizer over them) and ZeRO
-// stages 1 and 2 (parallel/zero: masters and optimizer state sharded over the data group). Both
-// save the same checkpoint format, so either resumes the other's checkpoints.
+// stages 1-3 (parallel/zero: masters and optimizer state sharded over the data group; stage 2 also
+// gradients, stage 3 also parameters). Both save the same checkpoint format, so either resumes the
+// other's checkpoints.
 #pragma once
 
 #include <memory>
@@ -16,6 +17,7 @@
 #include "optim/clip_grad.h"
 #include "optim/optimizer.h"
 #include "parallel/comm/communicator.h"
+#include "parallel/zero/stage3_params.h"
 
 namespace tessera::train {
 
@@ -62,7 +64,8 @@ struct UpdateEngineSpec {
   nlohmann::json optimizer;               // make_optimizer's JSON
   // Reduces gradients over the data-parallel ranks; null: one data rank and no ZeRO.
   std::shared_ptr<parallel::Communicator> grad_group;
-  int zero_stage = 0;  // 0: the plain path; 1, 2: ZeRO over grad_group
+  int zero_stage = 0;                   // 0: the plain path; 1-3: ZeRO over grad_group
+  parallel::zero::Stage3Options zero3;  // stage 3: parameters kept gathered, prefetch depth
 };
 
 // Collective over spec.grad_group (parameter broadcast, layout check).

@@ -61,8 +61,10 @@ ShardedOptimizer::ShardedOptimizer(NamedParams params, const std::vector<optim::
     : params_(std::move(params)), comm_(std::move(comm)), options_(options) {
   const char* op = "zero";
   TS_CHECK(comm_ != nullptr, op, "expected a data-parallel communicator, got null");
-  TS_CHECK(options.stage == 1 || options.stage == 2, op,
-           "expected stage 1 (sharded optimizer state) or 2 (and gradients), got ", options.stage);
+  TS_CHECK(options.stage >= 1 && options.stage <= 3, op,
+           "expected stage 1 (sharded optimizer state), 2 (and gradients) or 3 (and parameters), "
+           "got ",
+           options.stage);
   TS_CHECK(options.bucket_cap_bytes > 0, op, "expected a positive bucket_cap_bytes, got ",
            options.bucket_cap_bytes);
   TS_CHECK(optimizer.is_object() && optimizer.contains("type") && optimizer.at("type").is_string(),
@@ -154,11 +156,11 @@ ShardedOptimizer::ShardedOptimizer(NamedParams params, const std::vector<optim::
   }
   optimizer_ = optim::make_optimizer(optimizer, shard_groups);
 
-  if (options.stage == 2) {
-    std::vector<std::string> names;
-    for (const auto& entry : params_) names.push_back(entry.first);
-    reducer_ = std::make_shared<detail::Stage2Reducer>(comm_, plan_, tensors_, std::move(names),
-                                                       comm_dtypes_, options.bucket_cap_bytes);
+  std::vector<std::string> names;
+  for (const auto& entry : params_) names.push_back(entry.first);
+  if (options.stage >= 2) {
+    reducer_ = std::make_shared<detail::Stage2Reducer>(comm_, plan_, tensors_, names, comm_dtypes_,
+                                                       options.bucket_cap_bytes);
     std::weak_ptr<detail::Stage2Reducer> weak = reducer_;
     for (size_t p = 0; p < tensors_.size(); ++p) {
       tensors_[p].add_grad_ready_hook([weak, p](const Tensor&) {
@@ -166,6 +168,9 @@ ShardedOptimizer::ShardedOptimizer(NamedParams params, const std::vector<optim::
       });
     }
   }
+  if (options.stage == 3)
+    params3_ = std::make_unique<Stage3Params>(comm_, plan_, tensors_, std::move(names), shards_,
+                                              options.stage3);
 }
 
 ShardedOptimizer::~ShardedOptimizer() = default;
@@ -192,6 +197,8 @@ void ShardedOptimizer::finish_gradient_sync() {
   if (reducer_) {
     std::vector<Tensor> grads = reducer_->finish();
     for (size_t g = 0; g < shards_.size(); ++g) shards_[g].set_grad(grads[g]);
+    // The step's forward and backward are over: nothing needs a gathered parameter until the next.
+    if (params3_) params3_->end_window(true);
     return;
   }
   if (!dp_->sync_enabled()) return;  // under no_sync, as DataParallel
@@ -259,6 +266,7 @@ double ShardedOptimizer::clip_grad_norm(double max_norm, const optim::SumReducer
 }
 
 void ShardedOptimizer::gather_parameters() {
+  if (params3_) return params3_->update(shards_);
   autograd::NoGradGuard no_grad;
   for (size_t g = 0; g < shards_.size(); ++g) {
     const ZeroGroupPlan& gp = plan_.groups[g];

@@ -9,6 +9,10 @@
 //   stage 2  gradients are reduce-scattered: each rank receives only its shard's average. Buckets
 //            of the flat gradient are reduced to the ranks that own them from the grad-ready hooks
 //            during backward, as data parallelism all-reduces (see "Stage 2" below).
+//   stage 3  stage 2, and the parameters are sharded too: each rank keeps its shard in the
+//            parameters' dtype and every parameter is released, gathered when read and released
+//            again (stage3_params.h). finish_gradient_sync() releases what the step gathered, and
+//            gather_parameters() only rounds the updated masters into the compute shards.
 //
 // One optimizer step with k accumulation micro-steps:
 //   for (i < k - 1) { auto guard = zero.no_sync(); backward(loss_i); }
@@ -56,6 +60,7 @@
 #include "optim/optimizer.h"
 #include "parallel/comm/communicator.h"
 #include "parallel/data/data_parallel.h"
+#include "parallel/zero/stage3_params.h"
 #include "parallel/zero/zero_plan.h"
 
 namespace tessera::parallel::zero {
@@ -65,12 +70,13 @@ struct Stage2Reducer;
 }
 
 struct ZeroOptions {
-  int stage = 1;  // 1 or 2
+  int stage = 1;  // 1, 2 or 3
   // Bytes per gradient bucket: DataParallel's buckets (stage 1), the reduce buckets (stage 2).
   int64_t bucket_cap_bytes = 25 * 1024 * 1024;
   // Copy rank 0's parameters to every rank at construction.
   bool broadcast_parameters = true;
   ZeroPlanOptions plan = {};
+  Stage3Options stage3 = {};  // stage 3 only
 };
 
 class ShardedOptimizer {
@@ -130,7 +136,8 @@ class ShardedOptimizer {
   double clip_grad_norm(double max_norm, const optim::SumReducer& reduce_more = {},
                         const std::vector<bool>& counted = {});
 
-  // Collective: every model parameter = its updated f32 master, gathered from the shards.
+  // Collective: every model parameter = its updated f32 master, gathered from the shards (stage
+  // 3: the compute shards = the masters; the parameters stay released until read).
   void gather_parameters();
   // Clears the shards' and the model parameters' gradients.
   void zero_grad();
@@ -142,10 +149,13 @@ class ShardedOptimizer {
   void load_state_dict(const optim::OptimizerState& state);
   // Collective: out[i] (f32, parameter i's shape, or undefined to skip) = parameter i's master.
   void gather_masters(const std::vector<Tensor>& out) const;
-  // Each rank takes its shard of `values` (parameter i's f32 master value, its shape).
+  // Each rank takes its shard of `values` (parameter i's f32 master value, its shape). Collective
+  // under stage 3 (the compute shards follow; reading a released parameter gathers it).
   void load_masters(const std::vector<Tensor>& values);
 
   int stage() const { return options_.stage; }
+  // Stage 3's parameter manager (null below stage 3).
+  const Stage3Params* stage3() const { return params3_.get(); }
   const ZeroPlan& plan() const { return plan_; }
   const NamedParams& params() const { return params_; }
   const std::shared_ptr<Communicator>& comm() const { return comm_; }
@@ -170,7 +180,8 @@ class ShardedOptimizer {
   std::vector<Tensor> shards_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<DataParallel> dp_;                // stage 1
-  std::shared_ptr<detail::Stage2Reducer> reducer_;  // stage 2
+  std::shared_ptr<detail::Stage2Reducer> reducer_;  // stages 2 and 3
+  std::unique_ptr<Stage3Params> params3_;           // stage 3
 };
 
 // The ZeRO-equivalent of make_optimizer's type check: throws ValueError naming `key` (the config

@@ -18,6 +18,22 @@ std::vector<ShardPiece> ZeroGroupPlan::pieces(int rank) const {
   return out;
 }
 
+std::vector<OwnedPiece> param_owners(const ZeroPlan& plan, size_t param) {
+  TS_CHECK(param < plan.group_of.size(), "zero", "expected a parameter index below ",
+           plan.group_of.size(), ", got ", param);
+  const ZeroGroupPlan& gp = plan.groups[plan.group_of[param]];
+  const FlatSlot& s = gp.slots[plan.slot_of[param]];
+  std::vector<OwnedPiece> out;
+  for (int64_t lo = s.offset; lo < s.offset + s.numel;) {
+    const int owner = int(lo / gp.shard_numel);
+    const int64_t begin = int64_t(owner) * gp.shard_numel;
+    const int64_t hi = std::min(s.offset + s.numel, begin + gp.shard_numel);
+    out.push_back(OwnedPiece{owner, ShardPiece{param, lo - s.offset, lo - begin, hi - lo}});
+    lo = hi;
+  }
+  return out;
+}
+
 ZeroPlan plan_zero(const std::vector<int64_t>& numels,
                    const std::vector<std::vector<size_t>>& groups, int ranks,
                    const ZeroPlanOptions& options) {

@@ -68,6 +68,16 @@ struct ReduceBucket {
   std::vector<ReducePart> parts;
 };
 
+// Where a parameter's elements live: the part of it in rank `owner`'s shard.
+struct OwnedPiece {
+  int owner = 0;
+  ShardPiece piece;
+};
+
+// Stage 3's gather of parameter `param`: its pieces by owner, in rank order (none for an empty
+// parameter); together they cover the parameter once.
+std::vector<OwnedPiece> param_owners(const ZeroPlan& plan, size_t param);
+
 // groups[g]: indices into numels of group g's parameters, in order; every parameter must be in
 // exactly one group. A group with no elements still gets a shard of `align` elements (all
 // padding), so every group has a shard on every rank. Throws on a bad partition or sizes.

@@ -168,18 +168,28 @@ void ShardedOptimizer::gather_masters(const std::vector<Tensor>& out) const {
 void ShardedOptimizer::load_masters(const std::vector<Tensor>& values) {
   TS_CHECK(values.size() == tensors_.size(), "zero", "expected a value per parameter (",
            tensors_.size(), "), got ", values.size());
-  for (size_t g = 0; g < shards_.size(); ++g) {
-    for (const ShardPiece& pc : pieces_[g]) {
-      const Tensor& v = values[pc.param];
-      TS_CHECK(v.defined() && v.shape() == tensors_[pc.param].shape(), "zero",
-               "expected a value of shape ", shape_str(tensors_[pc.param].shape()), " for '",
-               params_[pc.param].first, "', got ", v.defined() ? v.describe() : "none");
+  for (size_t p = 0; p < values.size(); ++p) {
+    const Tensor& v = values[p];
+    TS_CHECK(v.defined() && v.shape() == tensors_[p].shape(), "zero", "expected a value of shape ",
+             shape_str(tensors_[p].shape()), " for '", params_[p].first, "', got ",
+             v.defined() ? v.describe() : "none");
+  }
+  // Parameter by parameter, every value read on every rank: under stage 3 a value may be a
+  // released parameter, whose gather is collective (the same order everywhere, even on ranks that
+  // own none of it).
+  for (size_t p = 0; p < values.size(); ++p) {
+    const Tensor v = values[p].reshape({values[p].numel()});
+    if (params3_) (void)v.data_ptr();
+    const size_t g = plan_.group_of[p];
+    for (const OwnedPiece& o : param_owners(plan_, p)) {
+      if (o.owner != comm_->rank()) continue;
       shards_[g]
           .detach()
-          .narrow(0, pc.shard_offset, pc.numel)
-          .copy_(v.reshape({v.numel()}).narrow(0, pc.param_offset, pc.numel));
+          .narrow(0, o.piece.shard_offset, o.piece.numel)
+          .copy_(v.narrow(0, o.piece.param_offset, o.piece.numel));
     }
   }
+  if (params3_) params3_->update(shards_);
 }
 
 }  // namespace tessera::parallel::zero

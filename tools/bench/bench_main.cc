@@ -25,7 +25,7 @@ constexpr const char* kUsage =
     "            and peak memory, Tessera vs PyTorch on the same GPU\n"
     "  tp        tensor parallelism per scheme beside serial (a gpt2-124m-wide block, a GPT\n"
     "            step): time, bytes per rank vs the documented formula, memory; mpirun -np N\n"
-    "  zero      ZeRO stages 0-2 on the data ranks (a GPT, f32 and bf16): model-state bytes per\n"
+    "  zero      ZeRO stages 0-3 on the data ranks (a GPT, f32 and bf16): model-state bytes per\n"
     "            rank vs the ZeRO formulas, step time, bytes per rank vs 2 Psi; mpirun -np N\n"
     "  pp        pipeline schedules (gpipe, 1f1b, interleaved, zero_bubble) on a small GPT over P\n"
     "            stages: measured bubble vs theory and simulator, step time, activation memory\n"

@@ -20,7 +20,7 @@ int run_comm_command(int argc, char** argv, int first);
 // step: time, bytes per rank against the documented formula, memory per rank. As comm, argc/argv
 // are the whole command line.
 int run_tp_command(int argc, char** argv, int first);
-// `bench zero` (under mpirun): ZeRO stages 0-2 on the data ranks, model-state bytes per rank by the
+// `bench zero` (under mpirun): ZeRO stages 0-3 on the data ranks, model-state bytes per rank by the
 // allocator beside the ZeRO formulas, step time, bytes per rank beside the 2 Psi ring. As comm.
 int run_zero_command(int argc, char** argv, int first);
 // `bench pp` (under mpirun): pipeline schedules over the P ranks on a small GPT, the measured

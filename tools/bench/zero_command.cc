@@ -1,9 +1,9 @@
-// `bench zero` (tessera bench zero, under mpirun): ZeRO stages 0, 1 and 2 of the trainer's update
-// engine (models/train/update_engine.h) on the job's N data ranks, for a GPT in f32 with AdamW and
-// in bf16 with f32 masters: model-state bytes per rank by the allocator's counters, term by term,
-// beside the ZeRO formulas (tools/bench/zero_plan.h), the step time and the bytes each rank sends
-// per step by the data group's counters beside data parallelism's 2 Psi ring volume. Stage 3 rows
-// print "not available" until parameter sharding lands.
+// `bench zero` (tessera bench zero, under mpirun): ZeRO stages 0-3 of the trainer's update engine
+// (models/train/update_engine.h) on the job's N data ranks, for a GPT in f32 with AdamW and in bf16
+// with f32 masters: model-state bytes per rank by the allocator's counters, term by term, beside
+// the ZeRO formulas (tools/bench/zero_plan.h), the step time and the bytes each rank sends per step
+// by the data group's counters beside data parallelism's 2 Psi ring volume (stage 3: what its
+// gathers receive beside the ZeRO paper's 3 Psi, in the notes).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -36,12 +36,11 @@ const char* const kZeroUsage =
     "usage: mpirun -np N bench zero [--model PRESET] [--d-model C] [--layers L] [--heads H]\n"
     "                  [--vocab V] [--batch B] [--seq T] [--precision f32|bf16|both]\n"
     "                  [--repeats N] [--threads N]\n"
-    "  ZeRO stages 0, 1 and 2 of the trainer's update engine on the N data ranks, for a GPT in\n"
-    "  f32 (AdamW) and bf16 with f32 masters: model-state bytes per rank (parameters, gradients\n"
-    "  held after the step's reduction, optimizer states, masters; the allocator's counters)\n"
-    "  beside the ZeRO formulas, the step time (median) and the bytes sent per rank per step (the\n"
-    "  data group's counters) beside data parallelism's 2 Psi ring volume. Stage 3: 'not\n"
-    "  available'. Rank 0 prints.\n"
+    "  ZeRO stages 0-3 of the trainer's update engine on the N data ranks, for a GPT in f32\n"
+    "  (AdamW) and bf16 with f32 masters: model-state bytes per rank (parameters, gradients held\n"
+    "  after the step's reduction, optimizer states, masters; the allocator's counters) beside\n"
+    "  the ZeRO formulas, the step time (median) and the bytes sent per rank per step (the data\n"
+    "  group's counters) beside data parallelism's 2 Psi ring volume. Rank 0 prints.\n"
     "  --model PRESET  start from a preset (gpt-tiny, gpt-mini, gpt2-124m, ...); the default is\n"
     "                  a GPT of about 10M parameters (C 256, 10 layers, 8 heads, vocabulary 8192,\n"
     "                  context 256); the flags below override either\n"
@@ -157,17 +156,20 @@ double max_over(Communicator& group, double v) {
 
 // One (precision, stage) run's measurements on this rank (maxima over the ranks once returned).
 struct ZeroMeasured {
-  int64_t psi = 0;         // parameters
-  int64_t params = 0;      // bytes the model holds once built (and converted)
-  int64_t workspace = 0;   // bytes a warm-up step left held (kernel caches), before any engine
-  int64_t masters = 0;     // the f32 tensors the optimizer steps that are not the parameters
-  int64_t buffers = 0;     // the rest of what the update engine allocated when built
-  int64_t grads = 0;       // held after the first step's reduction, over the step's start
-  int64_t states = 0;      // allocated by the first optimizer step
-  int64_t after_step = 0;  // held after the first step's finish_step, over the step's start
-  double seconds = 0;      // median step, slowest rank
-  CommStats step;          // the last timed step's counters on this rank
-  int64_t sent = 0;        // bytes sent that step, the busiest rank
+  int64_t psi = 0;           // parameters
+  int64_t params = 0;        // bytes the model holds once built (and converted)
+  int64_t workspace = 0;     // bytes a warm-up step left held (kernel caches), before any engine
+  int64_t masters = 0;       // the f32 tensors the optimizer steps that are not the parameters
+  int64_t buffers = 0;       // the rest of what the update engine allocated when built
+  int64_t grads = 0;         // held after the first step's reduction, over the step's start
+  int64_t states = 0;        // allocated by the first optimizer step
+  int64_t after_step = 0;    // held after the first step's finish_step, over the step's start
+  double seconds = 0;        // median step, slowest rank
+  CommStats step;            // the last timed step's counters on this rank
+  int64_t sent = 0;          // bytes sent that step, the busiest rank
+  int64_t gathered = 0;      // stage 3: bytes its parameter gathers received that step, the busiest
+  int64_t reduced = 0;       // bytes its gradient reduces sent that step, the busiest rank
+  int64_t gather_bound = 0;  // stage 3: the most parameter bytes gathered at once (live + ahead)
 };
 
 ZeroMeasured measure(const Args& a, ZeroPrecision precision, int stage,
@@ -213,6 +215,24 @@ ZeroMeasured measure(const Args& a, ZeroPrecision precision, int stage,
     if (!own) m.masters += t.numel() * int64_t(t.itemsize());
   }
   m.buffers = engine_bytes - m.masters;
+  if (stage == 3) {
+    // At most live_params gathered and prefetch more in flight: the largest such set bounds it.
+    std::vector<int64_t> sizes;
+    for (const Tensor& p : model_params) sizes.push_back(int64_t(p.storage()->nbytes()));
+    std::sort(sizes.rbegin(), sizes.rend());
+    const size_t most = size_t(spec.zero3.live_params + spec.zero3.prefetch);
+    for (size_t i = 0; i < std::min(most, sizes.size()); ++i) m.gather_bound += sizes[i];
+    // The model's parameters were released, so the engine's allocation beyond the masters is the
+    // compute shards less the released parameters (stage 3's reducer allocates its buckets in the
+    // step): counted as the parameters this rank keeps. f32 parameters compute on their master
+    // shards, which the formula counts as parameters (f32 parameters are their own masters).
+    m.params += m.buffers;
+    m.buffers = 0;
+    if (precision == ZeroPrecision::f32) {
+      m.params += m.masters;
+      m.masters = 0;
+    }
+  }
 
   std::vector<double> times;
   for (int i = 0; i <= a.repeats; ++i) {
@@ -240,8 +260,10 @@ ZeroMeasured measure(const Args& a, ZeroPrecision precision, int stage,
   std::sort(times.begin(), times.end());
   m.seconds = times[times.size() / 2];
   m.sent = m.step.total().bytes_sent;
+  m.gathered = m.step[CommKind::broadcast].bytes_received;
+  m.reduced = m.step[CommKind::reduce].bytes_sent;
   for (int64_t* v : {&m.params, &m.workspace, &m.masters, &m.buffers, &m.grads, &m.states,
-                     &m.after_step, &m.sent})
+                     &m.after_step, &m.sent, &m.gathered, &m.reduced})
     *v = int64_t(max_over(*world, double(*v)));
   engine.reset();
   model.reset();
@@ -290,12 +312,6 @@ int bench_zero(const std::shared_ptr<Communicator>& world, const Args& a) {
       const std::string text = zero_formula_text(precision, stage);
       const double formula_bytes = f.total() * double(psi);
       const int64_t ring = dp_ring_bytes(psi, itemsize, n);
-      if (stage == 3) {
-        const std::string na = "not available";
-        table.add_row({zero_precision_name(precision), "3", std::to_string(n), na, na, na, na, na,
-                       na, text, mb(formula_bytes), "-", na, "-", na, std::to_string(ring), "-"});
-        continue;
-      }
       const ZeroMeasured m = measure(a, precision, stage, world);
       TS_CHECK(m.psi == psi, "bench zero", "the model holds ", m.psi, " parameters, expected ",
                psi);
@@ -313,6 +329,22 @@ int bench_zero(const std::shared_ptr<Communicator>& world, const Args& a) {
                               " MB over its start (gradients released, optimizer state kept); "
                               "warm-up workspace ",
                               mb(double(m.workspace)), " MB, not counted."));
+      if (stage == 3) {
+        // The ZeRO paper's stage 3 volume: two all-gathers of the parameters (forward, backward)
+        // and a reduce-scatter of the gradients, (N-1)/N of Psi each, in the bytes they move.
+        const double each = double(psi) * double(itemsize) * double(n - 1) / double(n);
+        notes.push_back(str_cat(
+            "- ", zero_precision_name(precision), " stage 3: its parameter gathers received ",
+            m.gathered, " B per rank (", ratio(double(m.gathered), each),
+            " x (N-1)/N Psi; forward and backward gather every weight, backward skips biases and "
+            "norms it does not read) and its gradient reduces sent ",
+            m.reduced, " B (", ratio(double(m.reduced), each),
+            " x): ", ratio(double(m.gathered + m.reduced), each),
+            " x (N-1)/N Psi against the ZeRO paper's 3. Gathered parameters at once: at most ",
+            mb(double(m.gather_bound)),
+            " MB (the live_params + prefetch largest), not in the "
+            "model state (the step's working set)."));
+      }
     }
   }
   if (world->rank() == 0) {
@@ -327,7 +359,10 @@ int bench_zero(const std::shared_ptr<Communicator>& world, const Args& a) {
         table.render().c_str());
     std::printf(
         "- B/Psi cells: measured bytes per parameter on the busiest rank (the formula's term in "
-        "parentheses). params: allocator bytes the model holds once built (bf16: converted). "
+        "parentheses). params: allocator bytes the model holds once built (bf16: converted); stage "
+        "3: "
+        "what this rank keeps of them once the engine released them, its shard (bf16: its own "
+        "bf16 shard; f32: its f32 master shard, so masters shows 0). "
         "grads: bytes held after the first step's gradient reduction (finish_gradients, before "
         "the optimizer step) over the step's start: every gradient tensor the step then keeps "
         "(the model's .grad(), f32 master gradients, shard gradients). states: bytes the first "
@@ -339,11 +374,13 @@ int bench_zero(const std::shared_ptr<Communicator>& world, const Args& a) {
         "- ZeRO formula (issue 12; tools/bench/zero_plan.h): f32 AdamW counts parameters 4, "
         "gradients 4, m and v 8 bytes per parameter and no master (f32 parameters are their own "
         "masters); bf16 counts 2 + 2 + 12 (m, v and the f32 master). Stage 1 shards states and "
-        "masters over N, stage 2 also gradients. A term above its formula is memory this "
+        "masters over N, stage 2 also gradients, stage 3 also parameters. A term above its formula "
+        "is memory this "
         "implementation keeps that the paper's accounting does not.\n"
         "- sent/rank: bytes the busiest rank sends in one step by the data group's counters "
         "(ring algorithms, parallel/comm/comm_types.h: all_reduce 2(N-1)/N, all_gather (N-1)/N "
-        "of the output, reduce: each non-owner sends its part); DP ring 2 Psi = floor(2(N-1)/N x "
+        "of the output, reduce: each non-owner sends its part, broadcast: the root sends it); DP "
+        "ring 2 Psi = floor(2(N-1)/N x "
         "Psi x gradient itemsize). Times: median of %d steps after the measured first, slowest "
         "rank; CPU times are indicative, bytes are exact.\n",
         a.repeats);

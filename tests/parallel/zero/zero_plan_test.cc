@@ -141,3 +141,36 @@ TEST_CASE("plan_reduce_buckets orders groups' buckets by when backward completes
     CHECK(covered == b.end - b.begin);
   }
 }
+
+TEST_CASE("param_owners splits a parameter by the ranks whose shards hold it") {
+  ZeroPlan plan = plan_zero({10, 7, 0}, {{0, 1, 2}}, 3, {.align = 1});  // shards of 6
+  const std::vector<OwnedPiece> p0 = param_owners(plan, 0), p1 = param_owners(plan, 1);
+  REQUIRE(p0.size() == 2);
+  CHECK((p0[0].owner == 0 && p0[0].piece.param_offset == 0 && p0[0].piece.shard_offset == 0 &&
+         p0[0].piece.numel == 6));
+  CHECK((p0[1].owner == 1 && p0[1].piece.param_offset == 6 && p0[1].piece.shard_offset == 0 &&
+         p0[1].piece.numel == 4));
+  REQUIRE(p1.size() == 2);
+  CHECK((p1[0].owner == 1 && p1[0].piece.param_offset == 0 && p1[0].piece.shard_offset == 4 &&
+         p1[0].piece.numel == 2));
+  CHECK((p1[1].owner == 2 && p1[1].piece.param_offset == 2 && p1[1].piece.shard_offset == 0 &&
+         p1[1].piece.numel == 5));
+  CHECK(param_owners(plan, 2).empty());
+  CHECK_THROWS_WITH(param_owners(plan, 3), Catch::Contains("parameter index below 3"));
+  // The owners' pieces are the ranks' pieces, seen from the parameter.
+  for (int ranks : {1, 2, 4, 5}) {
+    ZeroPlan q = plan_zero({1, 31, 16, 97}, {{3, 1}, {0, 2}}, ranks, {.align = 4});
+    for (size_t p = 0; p < 4; ++p) {
+      int64_t covered = 0;
+      for (const OwnedPiece& o : param_owners(q, p)) {
+        bool found = false;
+        for (const ShardPiece& pc : q.groups[q.group_of[p]].pieces(o.owner))
+          found |= pc.param == p && pc.param_offset == o.piece.param_offset &&
+                   pc.shard_offset == o.piece.shard_offset && pc.numel == o.piece.numel;
+        CHECK(found);
+        covered += o.piece.numel;
+      }
+      CHECK(covered == std::vector<int64_t>{1, 31, 16, 97}[p]);
+    }
+  }
+}

@@ -1,11 +1,11 @@
-// Multi-rank program run by zero_test.sh under mpirun on 2 and 4 ranks: ZeRO stages 1 and 2 train
-// a small MLP for several steps and must equal stage 0 (DataParallel + the plain optimizer over
-// f32 masters, the trainer's path) — f32 AdamW and SGD with clipping and accumulation, f16 with
-// dynamic loss scaling (an init scale that overflows: skipped steps agreed across shards), bf16 —
-// and hold 1/N of stage 0's optimizer state and reduced gradients per rank (stage 2 also peaks
-// below stage 1 on a deep model, its reduces starting during backward); their checkpoint state is
-// the plain optimizer's, and resumes either way with the same next steps. Any failure aborts the
-// job naming the rank.
+// Multi-rank program run by zero_test.sh under mpirun on 2 and 4 ranks: ZeRO stages 1, 2 and 3
+// train a small MLP for several steps and must equal stage 0 (DataParallel + the plain optimizer
+// over f32 masters, the trainer's path) — f32 AdamW and SGD with clipping and accumulation, f16
+// with dynamic loss scaling (an init scale that overflows: skipped steps agreed across shards),
+// bf16 — and hold 1/N of stage 0's optimizer state and reduced gradients per rank (stage 2 also
+// peaks below stage 1 on a deep model, its reduces starting during backward); their checkpoint
+// state is the plain optimizer's, and resumes either way with the same next steps. Any failure
+// aborts the job naming the rank.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -125,9 +125,9 @@ class Run {
       }
       Tensor loss = mul(mean(square(sub(model_.forward(xm), ym))), 1.0 / double(case_.accum));
       if (scaler_) loss = scaler_->scale_loss(loss);
-      if (zero_ && stage_ == 2) comm_->reset_stats();
+      if (zero_ && stage_ >= 2) comm_->reset_stats();
       autograd::backward({loss});
-      if (zero_ && stage_ == 2 && m + 1 == case_.accum)
+      if (zero_ && stage_ >= 2 && m + 1 == case_.accum)
         reduces_in_backward_ += comm_->stats()[CommKind::reduce].calls;
     }
     std::vector<Tensor> params;
@@ -263,7 +263,7 @@ void check_case(const Case& c, const std::shared_ptr<Communicator>& comm) {
   for (int64_t s = 0; s < kSteps; ++s) base.step(s);
   const std::vector<Tensor> want = base.masters();
   int64_t stage1_peak = 0;
-  for (int stage : {1, 2}) {
+  for (int stage : {1, 2, 3}) {
     const std::string what = str_cat(c.name, " stage ", stage);
     Run run(stage, c, comm);
     for (int64_t s = 0; s < kSteps; ++s) run.step(s);
@@ -281,7 +281,7 @@ void check_case(const Case& c, const std::shared_ptr<Communicator>& comm) {
       RANK_CHECK(base.skipped() > 0 && base.skipped() < kSteps, what,
                  ": expected the init scale to overflow in some steps, got ", base.skipped(),
                  " skipped");
-    if (stage == 2 && comm->size() > 1)
+    if (stage >= 2 && comm->size() > 1)
       RANK_CHECK(run.reduces_in_backward_ > 0, what, ": expected reduces started during backward");
     // Optimizer state per rank: about 1/N of stage 0's (the shards' padding aside).
     const double ratio = double(run.state_bytes) / double(base.state_bytes);
@@ -327,7 +327,7 @@ void check_resume(const Case& c, const std::shared_ptr<Communicator>& comm) {
   const optim::OptimizerState base_state = base.state();
   const std::vector<Tensor> base_masters = base.masters();
   for (int64_t s = 2; s < 4; ++s) base.step(s);
-  for (int stage : {1, 2}) {
+  for (int stage : {1, 2, 3}) {
     const std::string what = str_cat(c.name, " resume stage ", stage);
     Run into_zero(stage, c, comm);
     into_zero.load(base_state, base_masters);
@@ -356,11 +356,11 @@ void check_errors(const std::shared_ptr<Communicator>& comm) {
   RANK_CHECK(threw, "lamb under ZeRO must be refused naming optimizer.type");
   threw = false;
   try {
-    ShardedOptimizer z(model.named_parameters(), groups, {{"type", "adamw"}}, comm, {.stage = 3});
+    ShardedOptimizer z(model.named_parameters(), groups, {{"type", "adamw"}}, comm, {.stage = 4});
   } catch (const ValueError& e) {
     threw = std::string(e.what()).find("expected stage 1") != std::string::npos;
   }
-  RANK_CHECK(threw, "stage 3 must be refused");
+  RANK_CHECK(threw, "stage 4 must be refused");
   // Found-inf is agreed before any rank acts: one rank's flag reaches every rank.
   ShardedOptimizer z(model.named_parameters(), groups, {{"type", "adamw"}}, comm, {.stage = 2});
   const optim::FoundInfReducer agree = z.found_inf_reducer();

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# ZeRO through `mpirun -np N tessera train --set zero.stage=1|2`: stages 1 and 2 give stage 0's
+# ZeRO through `mpirun -np N tessera train --set zero.stage=1|2|3`: stages 1-3 give stage 0's
 # losses (1e-5 relative, from the metrics files) on 2 data ranks with gradient accumulation, in
-# f32, f16 (dynamic loss scaling) and bf16, and under tensor parallelism (tp 2 x dp 2); a stage-2
-# checkpoint resumes under stage 0 and a stage-0 one under stage 2 with the uninterrupted run's
-# next losses, and a tp 2 x dp 2 stage-2 checkpoint resumes on dp 2; what is not available yet
-# (stage 3, offload, LAMB / LARS) is refused naming the key.
+# f32, f16 (dynamic loss scaling) and bf16, and under tensor parallelism (tp 2 x dp 2); stage 3's
+# evaluation and end-of-run sample equal stage 0's (every rank gathers the parameters they read);
+# stage-2 and stage-3 checkpoints resume under stage 0 and a stage-0 one under stages 2 and 3 with
+# the uninterrupted run's next losses (f32 and bf16), and a tp 2 x dp 2 stage-2 checkpoint resumes
+# on dp 2; what is not available (offload, LAMB / LARS, stage 3's keys under another stage) is
+# refused naming the key.
 # Usage: zero_test.sh TESSERA
 set -u
 here=$(dirname "$0")
 source "$here/cli_test_lib.sh"
 tessera=$(realpath "$1")
 cfg=$here/tiny_gpt.json
+configs=$(realpath "$here/../../../tools/configs")
 work=$TMPDIR/work
 mkdir -p "$work"
 # 2 micro-batches of 2 per rank on 2 ranks: gradient accumulation under ZeRO too.
@@ -33,16 +36,59 @@ train() {
   expect_ok "$name" "$pattern"
 }
 
-train s0 2 "micro-batch 2 per rank x 2 accumulation" --set checkpoint.dir="$work/ck-s0"
+# after_training NAME: the last run's final evaluation and sample (timing and paths left out).
+after_training() {
+  sed -n '/^eval at step 20/,$p' "$LOG" | grep -vE "^(done:|checkpoint saved)" >"$work/$1.txt"
+}
+train s0 2 "micro-batch 2 per rank x 2 accumulation" --set checkpoint.dir="$work/ck-s0" \
+  --set train.sample_tokens=16
+after_training s0
 train s1 2 "zero: stage 1 over 2 data ranks" --set zero.stage=1
 train s2 2 "zero: stage 2 over 2 data ranks" --set zero.stage=2 --set checkpoint.dir="$work/ck-s2"
 compare "stage 0 vs stage 1" "$work/s0.jsonl" "$work/s1.jsonl" 1e-5
 compare "stage 0 vs stage 2" "$work/s0.jsonl" "$work/s2.jsonl" 1e-5
 
+# Stage 3 with its evaluation and the end-of-run sample: both read the parameters, so every rank
+# gathers them in step (a sample on rank 0 alone would hang); they print what stage 0 prints.
+train s3 2 "zero: stage 3 over 2 data ranks" --set zero.stage=3 --set train.sample_tokens=16 \
+  --set checkpoint.dir="$work/ck-s3"
+after_training s3
+compare "stage 0 vs stage 3" "$work/s0.jsonl" "$work/s3.jsonl" 1e-5
+grep -q "^sample (temperature" "$work/s3.txt" && cmp -s "$work/s0.txt" "$work/s3.txt" &&
+  echo "ok: stage 3's evaluation and sample equal stage 0's" ||
+  fail "stage 3's evaluation and sample differ from stage 0's: $(diff "$work/s0.txt" "$work/s3.txt")"
+# The fewest parameters kept gathered, and gathering three ahead: the same losses. No kernel keeps
+# a pointer to a parameter past the gather of another (a released parameter's bytes are NaN).
+train s3-k2 2 "zero: stage 3" --set zero.stage=3 --set zero.live_params=2 --set zero.prefetch=3
+compare "stage 0 vs stage 3 (live_params 2, prefetch 3)" "$work/s0.jsonl" "$work/s3-k2.jsonl" 1e-5
+# BERT (its MLM decoder tied to the word embeddings) and ViT, bf16, with their evaluations.
+for model in bert vit; do
+  small=(--config "$configs/$model-tiny.json" --set model.n_layers=2 --set model.d_model=32
+         --set model.n_heads=2 --set model.mlp_hidden=64 --set train.steps=6 --set train.batch_size=8
+         --set train.micro_batch_size=2 --set train.eval_every=3 --set train.eval_batches=2
+         --set schedule.warmup_steps=2 --set optimizer.lr=1e-2 --set precision.dtype=bf16
+         --set checkpoint.dir= --set logging.log_every=1)
+  if [ "$model" = bert ]; then small+=(--set model.max_positions=32); else small+=(--set model.image_size=16); fi
+  for stage in 0 3; do
+    extra=()
+    [ "$stage" = 3 ] && extra=(--set zero.stage=3 --set zero.live_params=2)
+    mpi 2 300 "$tessera" train "${small[@]}" --set logging.metrics="$work/$model-s$stage.jsonl" "${extra[@]}"
+    expect_ok "$model stage $stage" "step 6/6"
+    grep "^eval at step" "$LOG" >"$work/$model-s$stage-eval.txt"
+  done
+  compare "$model: stage 0 vs stage 3 (live_params 2)" "$work/$model-s0.jsonl" "$work/$model-s3.jsonl" 1e-5
+  cmp -s "$work/$model-s0-eval.txt" "$work/$model-s3-eval.txt" && [ -s "$work/$model-s3-eval.txt" ] &&
+    echo "ok: $model: stage 3's evaluations equal stage 0's" ||
+    fail "$model: stage 3's evaluations differ: $(diff "$work/$model-s0-eval.txt" "$work/$model-s3-eval.txt")"
+done
+
 for dtype in f16 bf16; do
-  train "$dtype-s0" 2 "step 20/20" --set precision.dtype=$dtype
+  train "$dtype-s0" 2 "step 20/20" --set precision.dtype=$dtype --set checkpoint.dir="$work/ck-$dtype-s0"
   train "$dtype-s2" 2 "zero: stage 2" --set precision.dtype=$dtype --set zero.stage=2
   compare "$dtype: stage 0 vs stage 2" "$work/$dtype-s0.jsonl" "$work/$dtype-s2.jsonl" 1e-5
+  train "$dtype-s3" 2 "zero: stage 3" --set precision.dtype=$dtype --set zero.stage=3 \
+    --set checkpoint.dir="$work/ck-$dtype-s3"
+  compare "$dtype: stage 0 vs stage 3" "$work/$dtype-s0.jsonl" "$work/$dtype-s3.jsonl" 1e-5
 done
 train bf16-s1 2 "zero: stage 1" --set precision.dtype=bf16 --set zero.stage=1
 compare "bf16: stage 0 vs stage 1" "$work/bf16-s0.jsonl" "$work/bf16-s1.jsonl" 1e-5
@@ -52,6 +98,8 @@ train tp2dp2-s0 4 "tensor parallel: 1d over 2 ranks" --set parallel.tensor.size=
 train tp2dp2-s2 4 "zero: stage 2 over 2 data ranks" --set parallel.tensor.size=2 --set zero.stage=2 \
   --set checkpoint.dir="$work/ck-tp2dp2-s2"
 compare "tp 2 x dp 2: stage 0 vs stage 2" "$work/tp2dp2-s0.jsonl" "$work/tp2dp2-s2.jsonl" 1e-5
+train tp2dp2-s3 4 "zero: stage 3 over 2 data ranks" --set parallel.tensor.size=2 --set zero.stage=3
+compare "tp 2 x dp 2: stage 0 vs stage 3" "$work/tp2dp2-s0.jsonl" "$work/tp2dp2-s3.jsonl" 1e-5
 
 # Every strategy landed, combined: tp 2 with sequence parallelism x dp 2 x ZeRO stage 2 x gradient
 # accumulation gives the single-process serial run's losses (f32; no dropout in tiny_gpt).
@@ -77,6 +125,21 @@ resume s2-from-s0 2 "$work/ck-s0" --set zero.stage=2
 compare "next losses: stage-0 checkpoint under stage 2" "$work/s0-from-s0.jsonl" "$work/s2-from-s0.jsonl" 1e-5
 resume s1-from-s2 2 "$work/ck-s2-copy" --set zero.stage=1
 compare "next losses: stage-2 checkpoint under stage 1" "$work/s0-from-s0.jsonl" "$work/s1-from-s2.jsonl" 1e-5
+resume s0-from-s3 2 "$work/ck-s3"
+compare "next losses: stage-3 checkpoint under stage 0" "$work/s0-from-s0.jsonl" "$work/s0-from-s3.jsonl" 1e-5
+rm -rf "$work/ck-s0/step-00000024"
+resume s3-from-s0 2 "$work/ck-s0" --set zero.stage=3
+compare "next losses: stage-0 checkpoint under stage 3" "$work/s0-from-s0.jsonl" "$work/s3-from-s0.jsonl" 1e-5
+# bf16: the checkpoint holds the f32 masters; stage 3 loads them into its shards (and the 16-bit
+# compute shards follow) without ever holding the parameters whole.
+cp -r "$work/ck-bf16-s0" "$work/ck-bf16-s0-copy"
+resume bf16-s0-next 2 "$work/ck-bf16-s0" --set precision.dtype=bf16
+resume bf16-s0-from-s3 2 "$work/ck-bf16-s3" --set precision.dtype=bf16
+compare "bf16 next losses: stage-3 checkpoint under stage 0" "$work/bf16-s0-next.jsonl" \
+  "$work/bf16-s0-from-s3.jsonl" 1e-5
+resume bf16-s3-from-s0 2 "$work/ck-bf16-s0-copy" --set precision.dtype=bf16 --set zero.stage=3
+compare "bf16 next losses: stage-0 checkpoint under stage 3" "$work/bf16-s0-next.jsonl" \
+  "$work/bf16-s3-from-s0.jsonl" 1e-5
 # The tp 2 x dp 2 stage-2 checkpoint holds the serial model and state by name: it resumes on dp 2
 # under stage 0 as it resumes in its own layout (tensor parallelism changes the order of sums: 1e-4).
 cp -r "$work/ck-tp2dp2-s2" "$work/ck-tp2dp2-s2-copy"
@@ -85,8 +148,8 @@ resume dp2-s0-from-tp2dp2 2 "$work/ck-tp2dp2-s2-copy"
 compare "next losses: tp 2 x dp 2 stage-2 checkpoint on dp 2 stage 0" "$work/tp2dp2-s2-next.jsonl" \
   "$work/dp2-s0-from-tp2dp2.jsonl" 1e-4
 
-mpi 2 60 "$tessera" train --config "$cfg" --set zero.stage=3
-expect_error "stage 3" "zero.stage 3: sharding the parameters themselves (ZeRO stage 3) is not available" 30
+mpi 2 60 "$tessera" train --config "$cfg" --set zero.stage=2 --set zero.prefetch=2
+expect_error "stage 3's prefetch under stage 2" "zero.prefetch is a ZeRO stage 3 setting" 30
 mpi 2 60 "$tessera" train --config "$cfg" --set zero.stage=1 --set zero.offload=true
 expect_error "offload" "zero.offload: offloading the ZeRO optimizer to CPU memory is not available" 30
 mpi 2 60 "$tessera" train --config "$cfg" --set zero.stage=2 --set optimizer.type=lamb

@@ -1,0 +1,122 @@
+// ZeRO stage 3's parameters: each rank keeps only its shard of every group's flat buffer
+// (zero_plan.h) in the parameters' dtype, and every parameter's Storage is released: it holds no
+// bytes until someone reads it. Storage::data() then calls back here (core/storage.h), and the
+// parameter is gathered from its owners' shards (one broadcast per owning rank over the data
+// group) before the read goes on. This needs no module hooks: forward kernels, and views of the
+// parameter saved for backward, all read through the same Storage, so backward re-gathers what it
+// needs and the version counter is untouched.
+//
+// Every rank runs the same model code, so every rank gathers the same parameters in the same order:
+// the gathers are collectives like any other. The first training window records that order
+// (access_order.h); later windows gather the next `prefetch` parameters ahead while the current op
+// computes. At most `live_params` parameters stay gathered: gathering another first releases the
+// one gathered longest ago. A kernel takes its inputs' pointers at its start, so live_params must
+// cover the parameters one op holds at once. The CPU kernels read one at a time (the fused linear
+// copies its bias into its accumulator before it reads the weight; layer norm copies its weight
+// and bias), and GPT, BERT and ViT give stage 0's losses with live_params 2 and poison on
+// (tests/tools/cli/zero_test.sh): a pointer kept past a release would read NaN.
+//
+// In-place writes to a gathered parameter (loading a checkpoint into the model) are kept: a
+// parameter whose version moved since its gather is written back into this rank's shard when it
+// is released. The optimizer steps the f32 master shards; update() then rounds them into the
+// compute shards (for f32 groups they are the same tensors), with no gather: the parameters stay
+// released until their next use.
+//
+// Gathers run on the thread that built this object (MPI may be called from one thread at a time,
+// and a collective started by one OpenMP worker would deadlock): a gather asked for on any other
+// thread aborts naming the parameter, since it means a kernel read a released parameter from a
+// worker without taking its pointer on the calling thread first.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/tensor.h"
+#include "parallel/comm/communicator.h"
+#include "parallel/zero/access_order.h"
+#include "parallel/zero/zero_plan.h"
+
+namespace tessera::parallel::zero {
+
+struct Stage3Options {
+  // Gathered parameters kept before the one gathered longest ago is released (at least 2).
+  int64_t live_params = 4;
+  // Parameters gathered ahead along the recorded order (0: none).
+  int prefetch = 1;
+  // Fill a parameter's bytes with NaN (all ones) before releasing them, so that a pointer kept past
+  // the release reads NaN rather than silently old values. CPU only; one memset per release.
+  bool poison = true;
+};
+
+// What stage 3 did since construction or reset_stats().
+struct Stage3Stats {
+  int64_t gathers = 0;     // parameters gathered (on use or ahead)
+  int64_t prefetched = 0;  // of which gathered ahead and then used
+  int64_t released = 0;
+  int64_t written_back = 0;
+  int64_t peak_live_bytes = 0;  // the most bytes of gathered parameters and gathers in flight
+};
+
+class Stage3Params {
+ public:
+  // Not collective. params: the parameters (equal on every rank, contiguous, each owning its whole
+  // storage, each group of one dtype); masters[g]: this rank's f32 master shard of group g. The
+  // compute shards are taken from the parameters, which are then released.
+  Stage3Params(std::shared_ptr<Communicator> comm, const ZeroPlan& plan, std::vector<Tensor> params,
+               std::vector<std::string> names, const std::vector<Tensor>& masters,
+               const Stage3Options& options = {});
+  // The parameters keep their materializer, which then fails naming the parameter.
+  ~Stage3Params();
+  Stage3Params(const Stage3Params&) = delete;
+  Stage3Params& operator=(const Stage3Params&) = delete;
+
+  // Collective: waits for gathers in flight and releases every gathered parameter. `training`: the
+  // window held a step's forward and backward (its order is recorded if none is yet).
+  void end_window(bool training);
+  // Collective (ends the window): the compute shards = the f32 masters rounded to the parameters'
+  // dtype; the parameters' versions move, as an in-place copy into them would.
+  void update(const std::vector<Tensor>& masters);
+
+  // This rank's shard of group g in the parameters' dtype.
+  const Tensor& compute_shard(size_t g) const { return compute_[g]; }
+  const AccessOrder& access_order() const { return order_; }
+  int64_t live() const { return int64_t(live_.size()); }
+  const Stage3Stats& stats() const { return stats_; }
+  void reset_stats();
+
+ private:
+  struct Gather {
+    Tensor buffer;  // (numel) in the parameter's dtype
+    std::vector<WorkPtr> works;
+  };
+  struct Slot;  // the per-parameter callback target, shared with the materializers
+
+  void materialize(size_t p, Storage& storage);
+  Gather start_gather(size_t p);
+  void release(size_t p);
+  void note_bytes();
+
+  std::shared_ptr<Communicator> comm_;
+  std::vector<Tensor> params_;
+  std::vector<std::string> names_;
+  std::vector<size_t> group_of_;
+  std::vector<std::vector<OwnedPiece>> owners_;  // per parameter
+  std::vector<std::vector<ShardPiece>> mine_;    // per group: this rank's pieces
+  std::vector<Tensor> compute_;                  // per group
+  Stage3Options options_;
+  std::thread::id owner_thread_;
+  std::shared_ptr<Slot> slot_;
+
+  std::list<size_t> live_;          // gathered parameters, oldest first
+  std::vector<uint64_t> version_;   // per parameter: its version when gathered
+  std::map<size_t, Gather> ahead_;  // gathers started ahead of use
+  AccessOrder order_;
+  Stage3Stats stats_;
+};
+
+}  // namespace tessera::parallel::zero
