@@ -160,7 +160,9 @@ int main(int argc, char** argv) {
       executor.run({.forward = [&](int, int m, const Tensor& input) {
         const int s = world->rank();
         if (mode == "throw" && s == 1 && m == 2) TS_FAIL("test", "a layer failed on purpose");
-        if (mode == "hang" && s == 1) std::this_thread::sleep_for(std::chrono::seconds(60));
+        // Long past rank 0's timeout, but bounded: the job ends even if the abort is slow to
+        // reach this rank.
+        if (mode == "hang" && s == 1) std::this_thread::sleep_for(std::chrono::seconds(8));
         Tensor y = chain.stage(s, s == 0 ? micro_input(m) : input);
         return s == p - 1 ? loss_of(y) : y;
       }});
