@@ -55,31 +55,22 @@ Bert::Bert(const BertConfig& config, const nn::BuildContext& ctx)
     }
   }
   h_ = register_module("h", std::make_shared<nn::ModuleList>());
-  for (int64_t i = 0; i < c.n_layers; ++i) {
-    auto make = [&] {
-      return nn::make_block({.d_model = c.d_model,
-                             .n_heads = c.n_heads,
-                             .mlp_hidden = c.mlp_hidden,
-                             .causal = false,
-                             .pre_ln = false,
-                             .ln_eps = c.ln_eps,
-                             .gelu = "none",
-                             .bias = true,
-                             .dropout = c.dropout,
-                             .attn_dropout = c.attn_dropout,
-                             .init_std = c.init_std,
-                             .checkpoint = c.checkpoint},
-                            ctx);
-    };
-    const std::string name = "h." + std::to_string(i);
-    if (!stage_.holds_block(i)) {
-      stage_.skip(name, make);
-      block_slot_.push_back(-1);
-      continue;
-    }
-    block_slot_.push_back(int64_t(h_->size()));
-    stage_.hold(name, *h_->push_back(make(), std::to_string(i)));
-  }
+  auto make_block = [&] {
+    return nn::make_block({.d_model = c.d_model,
+                           .n_heads = c.n_heads,
+                           .mlp_hidden = c.mlp_hidden,
+                           .causal = false,
+                           .pre_ln = false,
+                           .ln_eps = c.ln_eps,
+                           .gelu = "none",
+                           .bias = true,
+                           .dropout = c.dropout,
+                           .attn_dropout = c.attn_dropout,
+                           .init_std = c.init_std,
+                           .checkpoint = c.checkpoint},
+                          ctx);
+  };
+  block_slot_ = stage_.build_blocks("h", *h_, c.n_layers, make_block);
   if (c.mlm_head) {
     // The serial model lists the decoder's weight as embeddings.word_embeddings.weight.
     const std::vector<std::string> tied{"decoder.weight"};

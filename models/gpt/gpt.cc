@@ -46,32 +46,23 @@ GPT::GPT(const GPTConfig& config, const nn::BuildContext& ctx)
   }
   drop_ = register_module("drop", nn::make_dropout(c.dropout, ctx));
   h_ = register_module("h", std::make_shared<nn::ModuleList>());
-  for (int64_t i = 0; i < c.n_layers; ++i) {
-    auto make = [&] {
-      return nn::make_block({.d_model = c.d_model,
-                             .n_heads = c.n_heads,
-                             .mlp_hidden = c.mlp_hidden,
-                             .causal = true,
-                             .pre_ln = true,
-                             .ln_eps = c.ln_eps,
-                             .gelu = "tanh",
-                             .bias = c.bias,
-                             .dropout = c.dropout,
-                             .attn_dropout = c.attn_dropout,
-                             .init_std = c.init_std,
-                             .residual_layers = c.n_layers,
-                             .checkpoint = c.checkpoint},
-                            ctx);
-    };
-    const std::string name = "h." + std::to_string(i);
-    if (!stage_.holds_block(i)) {
-      stage_.skip(name, make);
-      block_slot_.push_back(-1);
-      continue;
-    }
-    block_slot_.push_back(int64_t(h_->size()));
-    stage_.hold(name, *h_->push_back(make(), std::to_string(i)));
-  }
+  auto make_block = [&] {
+    return nn::make_block({.d_model = c.d_model,
+                           .n_heads = c.n_heads,
+                           .mlp_hidden = c.mlp_hidden,
+                           .causal = true,
+                           .pre_ln = true,
+                           .ln_eps = c.ln_eps,
+                           .gelu = "tanh",
+                           .bias = c.bias,
+                           .dropout = c.dropout,
+                           .attn_dropout = c.attn_dropout,
+                           .init_std = c.init_std,
+                           .residual_layers = c.n_layers,
+                           .checkpoint = c.checkpoint},
+                          ctx);
+  };
+  block_slot_ = stage_.build_blocks("h", *h_, c.n_layers, make_block);
   auto make_ln_f = [&] {
     return nn::make_layer_norm({.dim = c.d_model, .eps = c.ln_eps, .grad_group = seq_.group()},
                                ctx);

@@ -21,6 +21,7 @@
 #include "core/shape.h"
 #include "models/nn/build_context.h"
 #include "models/nn/module.h"
+#include "models/nn/module_list.h"
 #include "parallel/pipeline/partition.h"
 
 namespace tessera::nn {
@@ -66,6 +67,25 @@ class PipelineStage {
   void skip(const std::string& prefix, F&& build, const std::vector<std::string>& tied = {}) {
     std::shared_ptr<Module> dropped = build();
     record(prefix, *dropped, /*held=*/false, tied);
+  }
+  // Builds the model's `count` blocks in serial order with make(): the held ones go into `list`
+  // under their global index ("h.4" on a stage holding blocks 4..7), the others are skipped.
+  // Returns each block's position in `list` (-1: not held), under `prefix` ("h").
+  template <typename F>
+  std::vector<int64_t> build_blocks(const std::string& prefix, ModuleList& list, int64_t count,
+                                    F&& make) {
+    std::vector<int64_t> slots;
+    for (int64_t i = 0; i < count; ++i) {
+      const std::string name = prefix + "." + std::to_string(i);
+      if (!holds_block(i)) {
+        skip(name, make);
+        slots.push_back(-1);
+        continue;
+      }
+      slots.push_back(int64_t(list.size()));
+      hold(name, *list.push_back(make(), std::to_string(i)));
+    }
+    return slots;
   }
   // The serial model's parameters (name, global shape) in the serial model's order.
   const std::vector<std::pair<std::string, Shape>>& serial_parameters() const { return serial_; }
