@@ -25,7 +25,8 @@ struct TaskContext {
   int64_t data_size = 1;
   Generator* init_gen = nullptr;  // draws the initial weights (the same on every rank)
   Device device = kCPU;           // where the model and every batch live
-  // The layout the model's layers are split by (tensor and pipeline parallelism); null: serial.
+  // The job's layout: layers split where its tensor, pipeline or sequence size is above 1;
+  // null (one process): serial.
   const parallel::ParallelContext* parallel = nullptr;
 };
 

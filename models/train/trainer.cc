@@ -168,9 +168,9 @@ void Trainer::setup() {
                        .data_size = config_.parallel.data,
                        .init_gen = &init_gen_,
                        .device = device_,
-                       .parallel = tensor_parallel() || pipelined() || config_.parallel.sequence > 1
-                                       ? context_.get()
-                                       : nullptr});
+                       // Layers split only where the layout says (tensor, pipeline or sequence
+                       // size > 1); a data-parallel-only context builds the serial layers.
+                       .parallel = context_.get()});
     if (pipelined()) pipeline_ = std::make_unique<PipelineStep>(*task_, *context_, int(accum_));
     const DType dtype = precision_dtype(config_.precision.dtype);
     if (dtype != DType::f32) task_->model().to(dtype);
