@@ -24,23 +24,39 @@ PipelineStep::PipelineStep(Task& task, const parallel::ParallelContext& context,
   task_.set_pipeline(executor_.get());
 }
 
-double PipelineStep::run(int64_t micro_batch, const std::function<Tensor(const Tensor&)>& to_backward) {
+double PipelineStep::run(int64_t micro_batch, const std::function<Tensor(const Tensor&)>& to_backward,
+                         const std::function<void()>& before_final_backward) {
   const nn::PipelineStage& stage = *task_.pipeline_stage();
   task_.draw_micro_batches(executor_->spec().micro_batches, micro_batch);
   double loss_sum = 0;
-  executor_->run({.forward = [&](int chunk, int m, const Tensor& input) {
+  parallel::pipeline::StageCallbacks callbacks{.forward = [&](int chunk, int m, const Tensor& input) {
     Tensor out = task_.stage_forward(chunk, m, input);
     if (!stage.last_chunk(chunk)) return out;
     loss_sum += out.item();
     return to_backward(out);
-  }});
+  }};
+  // With one chunk per rank, the chunk's last gradient work is the rank's.
+  if (before_final_backward && executor_->spec().virtual_stages == 1)
+    callbacks.before_backward = [&](int, int, bool last_for_chunk) {
+      if (last_for_chunk) before_final_backward();
+    };
+  executor_->run(callbacks);
   return loss_sum;
+}
+
+std::vector<std::string> PipelineStep::tied_parameters_held() const {
+  const nn::PipelineStage& stage = *task_.pipeline_stage();
+  if (!stage.holds_embeddings() && !stage.holds_head()) return {};
+  const std::vector<std::string> tied = task_.tied_parameters();
+  std::vector<std::string> held;
+  for (const auto& [name, p] : task_.model().named_parameters())
+    if (std::find(tied.begin(), tied.end(), name) != tied.end()) held.push_back(name);
+  return held;
 }
 
 void PipelineStep::reduce_tied_gradients() {
   const nn::PipelineStage& stage = *task_.pipeline_stage();
-  if (!stage.holds_embeddings() && !stage.holds_head()) return;
-  const std::vector<std::string> tied = task_.tied_parameters();
+  const std::vector<std::string> tied = tied_parameters_held();
   if (tied.empty()) return;
   parallel::Communicator& group = *context_.pipeline_group();
   const int peer = stage.holds_embeddings() ? group.size() - 1 : 0;

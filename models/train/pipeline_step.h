@@ -22,10 +22,21 @@ class PipelineStep {
 
   // One step's forwards and backwards over `micro_batch`-row micro-batches; to_backward turns a
   // micro-batch's mean loss into what is backpropagated (the accumulation mean, the loss scale).
+  // before_final_backward (optional) runs once, just before the backward work after which no
+  // parameter of this rank gets more gradient, when the schedule has one (one model chunk per
+  // rank; interleaved chunks finish at different times): the trainer turns the data-parallel
+  // reduction on there, so it overlaps with that backward, as Megatron's does.
   // Returns the sum of the micro-batches' mean losses on the last stage, 0 elsewhere.
-  double run(int64_t micro_batch, const std::function<Tensor(const Tensor&)>& to_backward);
-  // Sums the tied parameters' gradients between the first and the last stage (after run).
+  double run(int64_t micro_batch, const std::function<Tensor(const Tensor&)>& to_backward,
+             const std::function<void()>& before_final_backward = {});
+  // Sums the tied parameters' gradients between the first and the last stage (after run). Sums
+  // commute with the data-parallel average, so the reducer may take these after it (see
+  // tied_parameters_held).
   void reduce_tied_gradients();
+  // The tied parameters this stage holds (the first and the last stage; none elsewhere): their
+  // gradients are complete only after reduce_tied_gradients, so the data-parallel reducer takes
+  // them last (DataParallelOptions::completed_after_backward).
+  std::vector<std::string> tied_parameters_held() const;
   // Whether each of the model's parameters (named_parameters order) counts in the global norm on
   // this rank: a tied parameter counts on the first stage only.
   std::vector<bool> counted_parameters() const;

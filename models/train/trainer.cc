@@ -189,6 +189,9 @@ void Trainer::setup() {
                                   .groups = groups,
                                   .optimizer = config_.optimizer,
                                   .grad_group = grad_group_,
+                                  .completed_after_backward =
+                                      pipeline_ ? pipeline_->tied_parameters_held()
+                                                : std::vector<std::string>(),
                                   .zero_stage = int(config_.zero.stage),
                                   .zero3 = {.live_params = config_.zero.live_params,
                                             .prefetch = int(config_.zero.prefetch)}});
@@ -362,9 +365,13 @@ double Trainer::train_step(int64_t step, StepStats& stats) {
     return scaler_ ? scaler_->scale_loss(loss) : loss;
   };
   if (pipeline_) {
-    // Gradients accumulate over the whole schedule and are reduced once, after it.
+    // Gradients accumulate over the schedule and are reduced once. On the plain path the reduction
+    // starts within the rank's final backward, the tied embedding's bucket last (it is complete
+    // only once the stages have summed it); ZeRO's reducer starts after the schedule.
     update_->set_grad_sync(false);
-    local_loss = pipeline_->run(micro, to_backward);
+    std::function<void()> sync_from_here;
+    if (config_.zero.stage == 0) sync_from_here = [&] { update_->set_grad_sync(true); };
+    local_loss = pipeline_->run(micro, to_backward, sync_from_here);
     pipeline_->reduce_tied_gradients();
     update_->set_grad_sync(true);
   } else {

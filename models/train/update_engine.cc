@@ -25,8 +25,9 @@ class PlainUpdate : public UpdateEngine {
       : masters_(spec.model->parameters()),
         optimizer_(optim::make_optimizer(spec.optimizer, masters_.master_groups(spec.groups))) {
     if (spec.grad_group && spec.grad_group->size() > 1)
-      dp_ =
-          std::make_unique<parallel::DataParallel>(spec.model->named_parameters(), spec.grad_group);
+      dp_ = std::make_unique<parallel::DataParallel>(
+          spec.model->named_parameters(), spec.grad_group,
+          parallel::DataParallelOptions{.completed_after_backward = spec.completed_after_backward});
   }
 
   void set_grad_sync(bool sync) override {

@@ -64,6 +64,9 @@ struct UpdateEngineSpec {
   nlohmann::json optimizer;               // make_optimizer's JSON
   // Reduces gradients over the data-parallel ranks; null: one data rank and no ZeRO.
   std::shared_ptr<parallel::Communicator> grad_group;
+  // The plain path: parameters whose gradient the caller completes after backward (a pipeline's
+  // tied embedding), reduced after all others (DataParallelOptions::completed_after_backward).
+  std::vector<std::string> completed_after_backward;
   int zero_stage = 0;                   // 0: the plain path; 1-3: ZeRO over grad_group
   parallel::zero::Stage3Options zero3;  // stage 3: parameters kept gathered, prefetch depth
 };

@@ -18,6 +18,7 @@ struct DataParallelState {
   std::vector<GradBucket> buckets;
   std::vector<int64_t> bucket_of;  // per parameter: its bucket, -1 if it does not require grad
   std::vector<size_t> slot_of;     // per parameter: its slot in that bucket
+  std::vector<bool> completed_after;  // per parameter: in options.completed_after_backward
 
   // One synced step, from the first gradient to finish().
   std::vector<bool> ready;       // per parameter: its gradient is in its bucket
@@ -147,6 +148,8 @@ void check_params(const DataParallel::NamedParams& params, const Communicator& c
 std::string layout_text(const DataParallel::NamedParams& params, const DataParallelOptions& o) {
   std::string text =
       str_cat("DataParallel cap=", o.bucket_cap_bytes, " broadcast=", o.broadcast_parameters, "\n");
+  for (const std::string& name : o.completed_after_backward)
+    text += str_cat("completed after backward: ", name, "\n");
   for (const auto& [name, t] : params) {
     text += str_cat(name, " ", shape_str(t.shape()), " ", dtype_name(t.dtype()), " ",
                     t.requires_grad() ? "grad" : "frozen", "\n");
@@ -195,33 +198,45 @@ DataParallel::DataParallel(NamedParams params, std::shared_ptr<Communicator> com
   }
 
   // Buckets over the parameters that require grad, in reverse registration order: backward
-  // produces the last layers' gradients first, so the first bucket fills first.
-  std::vector<size_t> grad_params;
-  for (size_t i = 0; i < s.tensors.size(); ++i) {
-    if (s.tensors[i].requires_grad()) grad_params.push_back(i);
+  // produces the last layers' gradients first, so the first bucket fills first. The parameters
+  // completed after backward get buckets of their own, after all the others.
+  s.completed_after.assign(s.tensors.size(), false);
+  for (const std::string& name : options.completed_after_backward) {
+    size_t p = 0;
+    while (p < s.params.size() && s.params[p].first != name) ++p;
+    TS_CHECK(p < s.params.size(), "DataParallel", "completed_after_backward names '", name,
+             "', which is not one of the parameters");
+    s.completed_after[p] = true;
   }
-  std::vector<BucketParam> info;
-  std::vector<size_t> order;
-  for (size_t k = 0; k < grad_params.size(); ++k) {
-    const Tensor& t = s.tensors[grad_params[k]];
-    info.push_back(BucketParam{t.numel(), t.dtype()});
-    order.push_back(grad_params.size() - 1 - k);
+  std::vector<size_t> during, after;  // reduction order, indices into params
+  for (size_t k = s.tensors.size(); k-- > 0;) {
+    if (!s.tensors[k].requires_grad()) continue;
+    (s.completed_after[k] ? after : during).push_back(k);
   }
   s.bucket_of.assign(s.tensors.size(), -1);
   s.slot_of.assign(s.tensors.size(), 0);
-  for (BucketPlan& plan : plan_buckets(info, order, options.bucket_cap_bytes)) {
-    for (size_t i = 0; i < plan.slots.size(); ++i) {
-      BucketSlot& slot = plan.slots[i];
-      slot.param = grad_params[slot.param];  // subset index -> index into params
-      s.bucket_of[slot.param] = int64_t(s.buckets.size());
-      s.slot_of[slot.param] = i;
+  for (const std::vector<size_t>* members : {&during, &after}) {
+    std::vector<BucketParam> info;
+    std::vector<size_t> order;
+    for (size_t k = 0; k < members->size(); ++k) {
+      const Tensor& t = s.tensors[(*members)[k]];
+      info.push_back(BucketParam{t.numel(), t.dtype()});
+      order.push_back(k);
     }
-    s.buckets.emplace_back(std::move(plan), s.tensors.front().device());
+    for (BucketPlan& plan : plan_buckets(info, order, options.bucket_cap_bytes)) {
+      for (size_t i = 0; i < plan.slots.size(); ++i) {
+        BucketSlot& slot = plan.slots[i];
+        slot.param = (*members)[slot.param];  // subset index -> index into params
+        s.bucket_of[slot.param] = int64_t(s.buckets.size());
+        s.slot_of[slot.param] = i;
+      }
+      s.buckets.emplace_back(std::move(plan), s.tensors.front().device());
+    }
   }
   s.reset_step();
 
   std::weak_ptr<DataParallelState> weak = state_;
-  for (size_t p : grad_params) {
+  for (size_t p : during) {
     s.tensors[p].add_grad_ready_hook([weak, p](const Tensor&) {
       if (auto state = weak.lock()) state->on_grad_ready(p);
     });

@@ -56,6 +56,12 @@ struct DataParallelOptions {
   bool broadcast_parameters = true;
   // Keep a log of sync events (see events()); off by default, for tests and profiling.
   bool record_events = false;
+  // Parameters whose gradient is completed after backward, by the caller (a pipeline's tied
+  // embedding, summed between the first and the last stage once both have run their backwards).
+  // Their grad-ready hooks start nothing; they sit in buckets of their own, planned after all the
+  // others, which finish_gradient_sync() fills from their .grad() of that moment. So every other
+  // bucket still starts during backward, and these reduce the caller's completed gradient.
+  std::vector<std::string> completed_after_backward;
 };
 
 // One event of a synced backward: a parameter's gradient arrived (index: the parameter's position

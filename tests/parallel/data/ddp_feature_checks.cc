@@ -172,6 +172,12 @@ void check_errors(const std::shared_ptr<Communicator>& data) {
                 },
                 "twice"),
             "the same tensor twice should throw");
+  DDP_CHECK(throws_with(
+                [&] {
+                  DataParallel bad({{"a", a}}, data, {.completed_after_backward = {"wte.weight"}});
+                },
+                "'wte.weight', which is not one of the parameters"),
+            "completed_after_backward naming an unknown parameter should throw");
   if (data->size() > 1) {
     // Rank 0 holds one more parameter: every rank must fail, none may hang.
     DataParallel::NamedParams params{{"a", a}};

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "core/error.h"
 #include "core/factory.h"
 #include "parallel/comm/mpi_runtime.h"
+#include "parallel/data/data_parallel.h"
 #include "parallel/pipeline/executor.h"
 #include "tests/parallel/rank_check.h"
 
@@ -147,6 +149,51 @@ void check_forward_only(const CommPtr& world, int v) {
   }
 }
 
+// Pipeline x data parallelism on 4 ranks (2 stages x 2 data replicas), as the trainer runs it:
+// gradients accumulate unsynced until the rank's final backward, where the data-parallel
+// reduction is turned on, so the weight's bucket starts inside that backward; the bias stands for
+// a tied parameter (completed after backward: here doubled) and is reduced at finish from what
+// its .grad() then holds. Both equal the serial average over the replicas' micro-batches.
+void check_overlapped_reduction(const CommPtr& world, ScheduleKind kind) {
+  const int stage = world->rank() % 2, replica = world->rank() / 2, micro_batches = 4;
+  const std::string name = std::string("pp 2 x dp 2 ") + schedule_name(kind);
+  CommPtr pipe = world->split(replica, world->rank(), "pipeline");
+  CommPtr data = world->split(stage, world->rank(), "data");
+  auto input = [&](int r, int m) { return micro_input(100 * r + m); };
+
+  Chain serial(2);
+  for (int r = 0; r < 2; ++r)
+    for (int m = 0; m < micro_batches; ++m)
+      autograd::backward({mul(loss_of(serial.stage(1, serial.stage(0, input(r, m)))),
+                              1.0 / (2 * micro_batches))});
+
+  Chain piped(2);
+  DataParallel dp({{"weight", piped.weights[size_t(stage)]}, {"bias", piped.biases[size_t(stage)]}},
+                  data,
+                  {.bucket_cap_bytes = 1, .record_events = true, .completed_after_backward = {"bias"}});
+  std::optional<DataParallel::NoSyncGuard> no_sync(dp.no_sync());
+  PipelineExecutor executor(pipe, {.kind = kind, .stages = 2, .micro_batches = micro_batches});
+  executor.run({.forward = [&](int, int m, const Tensor& in) {
+                  Tensor y = piped.stage(stage, stage == 0 ? input(replica, m) : in);
+                  return stage == 1 ? mul(loss_of(y), 1.0 / micro_batches) : y;
+                },
+                .before_backward = [&](int, int, bool last) {
+                  if (last) no_sync.reset();
+                }});
+  TS_CHECK(!no_sync, "executor_ranks", name, ": no backward was flagged as the chunk's last");
+  bool started_in_backward = false;
+  for (const SyncEvent& e : dp.events()) started_in_backward |= e.kind == SyncEvent::Kind::bucket_started;
+  TS_CHECK(started_in_backward, "executor_ranks", name,
+           ": expected the weight's all-reduce to start within the final backward");
+  Tensor bias = piped.biases[size_t(stage)];
+  bias.set_grad(mul(bias.grad(), 2.0));  // completed after backward, before the reduction
+  dp.finish_gradient_sync();
+  check_close(piped.weights[size_t(stage)].grad(), serial.weights[size_t(stage)].grad(),
+              name + " weight " + std::to_string(stage));
+  check_close(bias.grad(), mul(serial.biases[size_t(stage)].grad(), 2.0),
+              name + " bias " + std::to_string(stage));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -177,6 +224,10 @@ int main(int argc, char** argv) {
       for (int m : {p, 2 * p}) check_schedule(world, ScheduleKind::interleaved, v, m);
     check_forward_only(world, 1);
     check_forward_only(world, 2);
+    if (p == 4)
+      for (ScheduleKind kind :
+           {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::zero_bubble})
+        check_overlapped_reduction(world, kind);
     world->barrier()->wait();
     if (world->rank() == 0)
       std::printf("executor: all checks passed on %d ranks (%lld checks on rank 0)\n", p,
