@@ -51,9 +51,9 @@ PY
 
 for model in bert vit; do
   # 4 blocks of width 32; 4 micro-batches of 2 per step on one data rank; a large learning rate, so
-  # that the accuracies compared are not all zero after 10 steps.
+  # that the accuracies compared are not all zero after 20 steps.
   common=(--config "$configs/$model-tiny.json" --set model.n_layers=4 --set model.d_model=32
-          --set model.n_heads=2 --set model.mlp_hidden=64 --set train.steps=10
+          --set model.n_heads=2 --set model.mlp_hidden=64 --set train.steps=20
           --set train.batch_size=8 --set train.micro_batch_size=2 --set train.eval_every=5
           --set train.eval_batches=8 --set schedule.warmup_steps=2 --set optimizer.lr=1e-2
           --set logging.log_every=1)
@@ -70,7 +70,7 @@ for model in bert vit; do
     expect_ok "$name" "$pattern"
   }
   serial=$work/$model-serial.jsonl
-  train serial 1 "step 10/10"
+  train serial 1 "step 20/20"
   pp=(--set parallel.pipeline.size=2)
   for schedule in 1f1b zero_bubble; do
     train "pp2-$schedule" 2 "pipeline: $schedule over 2 stages" "${pp[@]}" \
@@ -100,9 +100,9 @@ for model in bert vit; do
   same_eval "$model pp 2 x tp 2: validation equals serial" "$serial" "$work/$model-pp2tp2.jsonl"
 
   # The pp 4 checkpoint is the serial model (the tied weight once, the optimizer state by serial
-  # parameter): resumed on one process it continues as the serial checkpoint does (steps 11-12).
+  # parameter): resumed on one process it continues as the serial checkpoint does (steps 21-22).
   for from in serial pp4; do
-    mpi 1 300 "$tessera" train "${common[@]}" --set train.steps=12 \
+    mpi 1 300 "$tessera" train "${common[@]}" --set train.steps=22 \
       --set checkpoint.dir="$work/$model-$from" --set logging.metrics="$work/$model-next-$from.jsonl"
     expect_ok "$model resumed from the $from checkpoint" "resumed from"
   done

@@ -14,7 +14,7 @@ cfg=$here/tiny_gpt.json
 work=$TMPDIR/work
 mkdir -p "$work"
 # 4 blocks; 4 micro-batches of 2 per step on one data rank.
-common=(--config "$cfg" --set model.n_layers=4 --set train.steps=10 --set logging.log_every=1
+common=(--config "$cfg" --set model.n_layers=4 --set train.steps=20 --set logging.log_every=1
         --set train.micro_batch_size=2 --set train.eval_every=5 --set train.sample_tokens=8)
 
 compare() {  # compare NAME A B TOL
@@ -57,7 +57,7 @@ PY
   else fail "$1: sample differs: '$got' vs '$want'"; fi
 }
 
-train serial 1 "step 10/10" --set checkpoint.dir="$work/ck-serial"
+train serial 1 "step 20/20" --set checkpoint.dir="$work/ck-serial"
 pp=(--set parallel.pipeline.size=2)
 for schedule in gpipe 1f1b zero_bubble; do
   train "pp2-$schedule" 2 "pipeline: $schedule over 2 stages" "${pp[@]}" \
@@ -78,13 +78,13 @@ for schedule in 1f1b zero_bubble; do
 done
 # Checkpoints hold the serial model and the optimizer state by serial parameter: a pp 2 one
 # resumes serially and under pp 4, a serial one under pp 2, each with the next losses of the
-# serial run resumed from its own checkpoint (steps 11-14).
+# serial run resumed from its own checkpoint (steps 21-24).
 train pp2-ck 2 "pipeline: 1f1b over 2 stages" "${pp[@]}" --set checkpoint.dir="$work/ck-pp2"
 resume() {  # resume NAME N CHECKPOINT_DIR ARGS...
   local name=$1 n=$2 dir=$3
   shift 3
-  rm -rf "$dir/step-00000014"
-  mpi "$n" 300 "$tessera" train "${common[@]}" --set train.steps=14 --set checkpoint.dir="$dir" \
+  rm -rf "$dir/step-00000024"
+  mpi "$n" 300 "$tessera" train "${common[@]}" --set train.steps=24 --set checkpoint.dir="$dir" \
     --set logging.metrics="$work/$name.jsonl" "$@"
   expect_ok "$name" "resumed from"
 }
@@ -100,7 +100,7 @@ compare "next losses: serial checkpoint under pp 2" "$work/serial-next.jsonl" \
   "$work/pp2-from-serial.jsonl" 1e-5
 # The pp 2 checkpoint is a serial model: one process generates from it what the serial one does.
 for ck in serial pp2; do
-  run 60 "$tessera" generate --checkpoint "$work/ck-$ck/step-00000010" --max-new-tokens 16 \
+  run 60 "$tessera" generate --checkpoint "$work/ck-$ck/step-00000020" --max-new-tokens 16 \
     --temperature 0
   expect_ok "generate from the $ck checkpoint" ""
   cp "$LOG" "$work/generate-$ck.txt"
@@ -117,6 +117,9 @@ compare "pp 2 partition [1, 3] vs serial" "$work/serial.jsonl" "$work/pp2-explic
 # With the other strategies.
 train pp2dp2 4 "ranks: 4 (data parallel 2)" "${pp[@]}"
 compare "pp 2 x dp 2 vs serial" "$work/serial.jsonl" "$work/pp2dp2.jsonl" 1e-5
+# The data-parallel reduction starts within the final backward (for zero bubble: its last W).
+train pp2dp2-zb 4 "ranks: 4 (data parallel 2)" "${pp[@]}" --set parallel.pipeline.schedule=zero_bubble
+compare "pp 2 zero_bubble x dp 2 vs serial" "$work/serial.jsonl" "$work/pp2dp2-zb.jsonl" 1e-5
 train pp2tp2 4 "tensor parallel: 1d over 2 ranks" "${pp[@]}" --set parallel.tensor.size=2
 compare "pp 2 x tp 2 vs serial" "$work/serial.jsonl" "$work/pp2tp2.jsonl" 1e-5
 same_eval_and_sample pp2tp2
