@@ -4,6 +4,7 @@
 // missing gradients).
 #include "autograd/engine.h"
 
+#include <optional>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -13,6 +14,7 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "core/factory.h"
+#include "core/profiler.h"
 
 namespace tessera::autograd {
 namespace {
@@ -100,7 +102,11 @@ class GraphTask {
       std::vector<Tensor> out;
       if (should_run(node, grads)) {
         if (node->always_run()) fill_missing_grads(*node, grads);
+        std::string profiled;  // the node's name, kept while its scope times it
+        std::optional<profiler::Scope> scope;
+        if (profiler::enabled()) scope.emplace((profiled = node->name()).c_str(), "backward");
         out = node->apply(std::move(grads));
+        scope.reset();
         // create_graph keeps the graph too (PyTorch's default): the new graph refers to it.
         if (!opts_.retain_graph && !opts_.create_graph) node->release_saved();
         TS_ASSERT(out.empty() || out.size() == node->next_edges.size());

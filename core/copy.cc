@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/parallel.h"
+#include "core/profiler.h"
 #include "core/strided_loop.h"
 
 namespace tessera {
@@ -52,6 +53,7 @@ void copy_cpu(const Tensor& src, const Tensor& dst) {
 }  // namespace
 
 void copy_tensor(const Tensor& src, const Tensor& dst) {
+  TS_PROFILE("copy", "kernel");
   TS_CHECK(src.shape() == dst.shape(), "copy", "expected equal shapes, got ", src.describe(), " and ",
            dst.describe());
   if (src.device().is_cpu() && dst.device().is_cpu()) return copy_cpu(src, dst);
@@ -61,6 +63,7 @@ void copy_tensor(const Tensor& src, const Tensor& dst) {
 }
 
 void fill_tensor(const Tensor& dst, double value) {
+  TS_PROFILE("fill", "kernel");
   if (!dst.device().is_cpu()) {
     TS_CHECK(g_device_fill != nullptr, "fill", "CUDA is not available (fill on ", dst.device().str(), ")");
     return g_device_fill(dst, value);

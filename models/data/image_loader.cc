@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/profiler.h"
 
 namespace tessera::data {
 
@@ -15,6 +16,7 @@ ImageLoader::ImageLoader(std::shared_ptr<const ImageDataset> dataset,
       sampler_(dataset_ ? dataset_->num_images() : 0, options.sampling) {}
 
 ImageBatch ImageLoader::next(int64_t batch_size) {
+  TS_PROFILE("data", "step");
   const DataPosition before = sampler_.position();
   // The stream position of this rank's first image, the same whatever the rank layout, so
   // augmentation draws follow the image's place in the stream.

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/profiler.h"
 
 namespace tessera::parallel {
 namespace {
@@ -95,12 +96,48 @@ void Communicator::record(CommKind kind, int64_t payload_bytes, bool is_root) {
   c.bytes_received += traffic.received;
 }
 
+namespace {
+
+// Under the profiler (core/profiler.h) a collective is two events: its call (issuing it) and the
+// wait for it, both with its payload bytes. Off, nothing is wrapped.
+const char* wait_name(CommKind kind) {
+  static const char* const names[] = {"wait all_reduce", "wait reduce_scatter", "wait all_gather",
+                                      "wait broadcast",  "wait reduce",         "wait all_to_all",
+                                      "wait send",       "wait recv",           "wait barrier"};
+  static_assert(sizeof names / sizeof names[0] == kNumCommKinds);
+  return names[size_t(kind)];
+}
+
+class ProfiledWork final : public Work {
+ public:
+  ProfiledWork(WorkPtr inner, CommKind kind, int64_t bytes)
+      : inner_(std::move(inner)), kind_(kind), bytes_(bytes) {}
+  void wait() override {
+    TS_PROFILE(wait_name(kind_), "comm", bytes_);
+    inner_->wait();
+  }
+  bool is_completed() override { return inner_->is_completed(); }
+
+ private:
+  WorkPtr inner_;
+  CommKind kind_;
+  int64_t bytes_;
+};
+
+WorkPtr profiled(WorkPtr work, CommKind kind, int64_t bytes) {
+  if (!profiler::enabled() || !work) return work;
+  return std::make_shared<ProfiledWork>(std::move(work), kind, bytes);
+}
+
+}  // namespace
+
 WorkPtr Communicator::all_reduce(const Tensor& t, ReduceOp op) {
   check_tensor("all_reduce", t, "", device_type());
   check_reduce_op("all_reduce", t, op);
   record(CommKind::all_reduce, nbytes(t), false);
   t.bump_version();
-  return do_all_reduce(t, op);
+  TS_PROFILE("all_reduce", "comm", nbytes(t));
+  return profiled(do_all_reduce(t, op), CommKind::all_reduce, nbytes(t));
 }
 
 WorkPtr Communicator::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
@@ -113,7 +150,8 @@ WorkPtr Communicator::reduce_scatter(const Tensor& in, const Tensor& out, Reduce
            " elements, got input ", in.describe(), " and output ", out.describe());
   record(CommKind::reduce_scatter, nbytes(in), false);
   out.bump_version();
-  return do_reduce_scatter(in, out, op);
+  TS_PROFILE("reduce_scatter", "comm", nbytes(in));
+  return profiled(do_reduce_scatter(in, out, op), CommKind::reduce_scatter, nbytes(in));
 }
 
 WorkPtr Communicator::all_gather(const Tensor& in, const Tensor& out) {
@@ -125,7 +163,8 @@ WorkPtr Communicator::all_gather(const Tensor& in, const Tensor& out) {
            " elements, got input ", in.describe(), " and output ", out.describe());
   record(CommKind::all_gather, nbytes(out), false);
   out.bump_version();
-  return do_all_gather(in, out);
+  TS_PROFILE("all_gather", "comm", nbytes(out));
+  return profiled(do_all_gather(in, out), CommKind::all_gather, nbytes(out));
 }
 
 WorkPtr Communicator::broadcast(const Tensor& t, int root) {
@@ -133,7 +172,8 @@ WorkPtr Communicator::broadcast(const Tensor& t, int root) {
   check_rank("broadcast", "root", root, size());
   record(CommKind::broadcast, nbytes(t), rank() == root);
   if (rank() != root) t.bump_version();
-  return do_broadcast(t, root);
+  TS_PROFILE("broadcast", "comm", nbytes(t));
+  return profiled(do_broadcast(t, root), CommKind::broadcast, nbytes(t));
 }
 
 WorkPtr Communicator::reduce(const Tensor& t, int root, ReduceOp op) {
@@ -142,7 +182,8 @@ WorkPtr Communicator::reduce(const Tensor& t, int root, ReduceOp op) {
   check_reduce_op("reduce", t, op);
   record(CommKind::reduce, nbytes(t), rank() == root);
   if (rank() == root) t.bump_version();
-  return do_reduce(t, root, op);
+  TS_PROFILE("reduce", "comm", nbytes(t));
+  return profiled(do_reduce(t, root, op), CommKind::reduce, nbytes(t));
 }
 
 WorkPtr Communicator::all_to_all(const Tensor& in, const Tensor& out) {
@@ -154,7 +195,8 @@ WorkPtr Communicator::all_to_all(const Tensor& in, const Tensor& out) {
            ", got input ", in.describe(), " and output ", out.describe());
   record(CommKind::all_to_all, nbytes(in), false);
   out.bump_version();
-  return do_all_to_all(in, out);
+  TS_PROFILE("all_to_all", "comm", nbytes(in));
+  return profiled(do_all_to_all(in, out), CommKind::all_to_all, nbytes(in));
 }
 
 WorkPtr Communicator::send(const Tensor& t, int peer, int tag) {
@@ -162,7 +204,8 @@ WorkPtr Communicator::send(const Tensor& t, int peer, int tag) {
   check_rank("send", "peer", peer, size());
   check_tag("send", tag);
   record(CommKind::send, nbytes(t), false);
-  return do_send(t, peer, tag);
+  TS_PROFILE("send", "comm", nbytes(t));
+  return profiled(do_send(t, peer, tag), CommKind::send, nbytes(t));
 }
 
 WorkPtr Communicator::recv(const Tensor& t, int peer, int tag) {
@@ -171,7 +214,8 @@ WorkPtr Communicator::recv(const Tensor& t, int peer, int tag) {
   check_tag("recv", tag);
   record(CommKind::recv, nbytes(t), false);
   t.bump_version();
-  return do_recv(t, peer, tag);
+  TS_PROFILE("recv", "comm", nbytes(t));
+  return profiled(do_recv(t, peer, tag), CommKind::recv, nbytes(t));
 }
 
 WorkPtr Communicator::batch_send_recv(const std::vector<P2POp>& ops) {
@@ -186,7 +230,10 @@ WorkPtr Communicator::batch_send_recv(const std::vector<P2POp>& ops) {
     record(is_send ? CommKind::send : CommKind::recv, nbytes(p.tensor), false);
     if (!is_send) p.tensor.bump_version();
   }
-  return do_batch_send_recv(ops);
+  int64_t bytes = 0;
+  for (const P2POp& p : ops) bytes += nbytes(p.tensor);
+  TS_PROFILE("send_recv", "comm", bytes);
+  return profiled(do_batch_send_recv(ops), CommKind::send, bytes);
 }
 
 WorkPtr Communicator::do_batch_send_recv(const std::vector<P2POp>& ops) {
@@ -201,7 +248,8 @@ WorkPtr Communicator::do_batch_send_recv(const std::vector<P2POp>& ops) {
 
 WorkPtr Communicator::barrier() {
   record(CommKind::barrier, 0, false);
-  return do_barrier();
+  TS_PROFILE("barrier", "comm");
+  return profiled(do_barrier(), CommKind::barrier, 0);
 }
 
 }  // namespace tessera::parallel

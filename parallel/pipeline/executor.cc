@@ -10,6 +10,7 @@
 #include "autograd/deferred_grad.h"
 #include "autograd/engine.h"
 #include "core/error.h"
+#include "core/profiler.h"
 #include "core/factory.h"
 
 namespace tessera::parallel::pipeline {
@@ -185,6 +186,7 @@ void PipelineExecutor::run(const StageCallbacks& cb) {
     const Action& a = actions_[i];
     const double start = seconds_since(t0);
     try {
+      TS_PROFILE(action_type_name(a.type), "pipeline");
       run_action(a, last_for_chunk[i], cb, live, deferred);
     } catch (const std::exception& e) {
       abandon(pending_sends_);

@@ -133,27 +133,6 @@ std::vector<Action> with_transfers(const ScheduleSpec& spec, int rank,
   return out;
 }
 
-const char* type_name(ActionType t) {
-  switch (t) {
-    case ActionType::forward:
-      return "forward";
-    case ActionType::backward:
-      return "backward";
-    case ActionType::backward_input:
-      return "backward_input";
-    case ActionType::backward_weight:
-      return "backward_weight";
-    case ActionType::send_activation:
-      return "send_activation";
-    case ActionType::recv_activation:
-      return "recv_activation";
-    case ActionType::send_gradient:
-      return "send_gradient";
-    case ActionType::recv_gradient:
-      return "recv_gradient";
-  }
-  return "?";
-}
 
 // The simulator. Every rank runs its list on its own clock: a compute adds its cost, a send
 // stamps its message with the sender's clock, a receive waits until max(own clock, the message's
@@ -336,6 +315,28 @@ class Simulator {
 
 }  // namespace
 
+const char* action_type_name(ActionType t) {
+  switch (t) {
+    case ActionType::forward:
+      return "forward";
+    case ActionType::backward:
+      return "backward";
+    case ActionType::backward_input:
+      return "backward_input";
+    case ActionType::backward_weight:
+      return "backward_weight";
+    case ActionType::send_activation:
+      return "send_activation";
+    case ActionType::recv_activation:
+      return "recv_activation";
+    case ActionType::send_gradient:
+      return "send_gradient";
+    case ActionType::recv_gradient:
+      return "recv_gradient";
+  }
+  return "?";
+}
+
 ScheduleKind schedule_kind(const std::string& name) {
   for (ScheduleKind k : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::interleaved,
                          ScheduleKind::zero_bubble})
@@ -359,7 +360,7 @@ const char* schedule_name(ScheduleKind kind) {
 }
 
 std::string to_string(const Action& a) {
-  std::string s = str_cat(type_name(a.type), "(chunk ", a.chunk, ", micro-batch ", a.micro_batch);
+  std::string s = str_cat(action_type_name(a.type), "(chunk ", a.chunk, ", micro-batch ", a.micro_batch);
   if (a.peer >= 0) s += str_cat(", peer ", a.peer);
   return s + ")";
 }

@@ -97,6 +97,8 @@ SimulationResult simulate_lists(const ScheduleSpec& spec,
 
 // "forward(chunk 0, micro-batch 3)", "recv_gradient(chunk 1, micro-batch 0, peer 2)": for messages.
 std::string to_string(const Action& a);
+// "forward", "backward_input", "send_activation", ...
+const char* action_type_name(ActionType t);
 
 // The theory's idle fraction: (P - 1) / (M + P - 1) for gpipe and 1f1b (F + B costs), that over
 // v for interleaved; for zero_bubble the simulator's value (no closed form is claimed), averaged

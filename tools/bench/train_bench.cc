@@ -2,17 +2,44 @@
 #include "tools/bench/train_bench.h"
 
 #include <cmath>
+#include <functional>
+#include <string>
 
 #include "autograd/engine.h"
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/factory.h"
+#include "core/profiler.h"
 #include "models/gpt/gpt.h"
 #include "optim/adam.h"
 #include "tools/bench/system_info.h"
 #include "tools/bench/timer.h"
 
 namespace tessera::bench {
+namespace {
+
+// One more step under the profiler, after the timed ones, so the profile never perturbs them.
+std::string profile_one_step(const std::function<void()>& step, const TrainShape& shape,
+                             const TrainBenchOptions& opts) {
+  const std::string shape_tag = std::to_string(shape.batch) + "x" + std::to_string(shape.seq);
+  std::string path = opts.profile_path;
+  const size_t dot = path.find_last_of('.'), slash = path.find_last_of('/');
+  if (dot != std::string::npos && (slash == std::string::npos || dot > slash))
+    path = path.substr(0, dot) + "." + shape_tag + path.substr(dot);
+  else
+    path += "." + shape_tag;
+  profiler::start();
+  step();
+  const std::vector<profiler::Event> events = profiler::stop();
+  profiler::write_chrome_trace(path, events, 0);
+  int64_t step_ns = 0;
+  for (const profiler::Event& e : events)
+    if (e.name == "train_step") step_ns += e.dur_ns;
+  return "profile of one " + shape_tag + " step (trace in " + path + "), time by family:\n" +
+         profiler::format_summary(profiler::summarize(events), step_ns);
+}
+
+}  // namespace
 
 TrainStepResult time_train_step(const gpt::GPTConfig& config, const TrainShape& shape,
                                 const TrainBenchOptions& opts) {
@@ -37,16 +64,28 @@ TrainStepResult time_train_step(const gpt::GPTConfig& config, const TrainShape& 
     const Tensor x = ids.narrow(1, 0, shape.seq).contiguous();  // (B, T)
     const Tensor y = ids.narrow(1, 1, shape.seq).contiguous();  // (B, T)
     auto step = [&] {
+      TS_PROFILE("train_step", "step");
       opt.zero_grad();
-      const Tensor loss = model.loss(x, y);
-      autograd::backward({loss});
-      opt.step();
+      Tensor loss;
+      {
+        TS_PROFILE("forward", "step");
+        loss = model.loss(x, y);
+      }
+      {
+        TS_PROFILE("backward", "step");
+        autograd::backward({loss});
+      }
+      {
+        TS_PROFILE("optimizer", "step");
+        opt.step();
+      }
       r.last_loss = loss.item();
     };
     r.step_seconds = median_seconds(step, {.warmup = opts.warmup,
                                            .min_seconds = 0.0,
                                            .min_reps = opts.steps,
                                            .max_reps = opts.steps});
+    if (!opts.profile_path.empty()) r.profile_report = profile_one_step(step, shape, opts);
   }
   TS_CHECK(std::isfinite(r.last_loss), "bench train", "expected a finite loss, got ",
            r.last_loss);

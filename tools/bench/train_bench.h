@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "models/gpt/gpt_config.h"
 
@@ -18,6 +19,9 @@ struct TrainBenchOptions {
   int steps = 5;   // timed steps; the median is reported
   double lr = 1e-4;
   double weight_decay = 0.01;  // PyTorch's AdamW default, so both sides run the same update
+  // Non-empty: after the timed steps, one more step is recorded by core/profiler.h and written as
+  // a Chrome trace to this path ("trace.json" becomes "trace.4x64.json" for shape 4 x 64).
+  std::string profile_path;
 };
 
 struct TrainStepResult {
@@ -25,6 +29,7 @@ struct TrainStepResult {
   int64_t peak_alloc_bytes = 0;  // memory_stats(kCPU).peak_bytes from model build to the last step
   int64_t peak_rss_bytes = 0;  // VmHWM over the same span (reset before the model is built)
   double last_loss = 0;
+  std::string profile_report;  // with opts.profile_path: the trace's path and time per family
 };
 
 // Builds a fresh GPT (fixed seed) and an AdamW over its parameters, then runs warmup + steps

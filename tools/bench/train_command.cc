@@ -23,6 +23,7 @@ namespace tessera::bench {
 const char* const kTrainUsage =
     "usage: bench train [--model PRESET] [--shapes BxT,...] [--warmup N] [--steps N]\n"
     "                   [--threads N] [--no-peer] [--python PATH] [--peer-script PATH]\n"
+    "                   [--profile PATH]\n"
     "  GPT training step (forward, backward, AdamW; f32): tokens/s and peak memory, Tessera vs\n"
     "  PyTorch eager on the CPU, with the ratio (> 1: Tessera is faster)\n"
     "  --model PRESET  gpt2-124m (default), gpt-tiny, gpt-mini, ... (models/gpt presets)\n"
@@ -32,7 +33,9 @@ const char* const kTrainUsage =
     "  --threads N     CPU threads for both (default: TESSERA_NUM_THREADS or all cores)\n"
     "  --no-peer       skip PyTorch\n"
     "  --python PATH   interpreter for the peer (default /usr/bin/python3)\n"
-    "  --peer-script PATH  torch_peer.py (default: found beside the binary)\n";
+    "  --peer-script PATH  torch_peer.py (default: found beside the binary)\n"
+    "  --profile PATH  after each shape's timed steps, profile one more step: a Chrome trace\n"
+    "                  (PATH with the shape before its extension) and a table of time per op family\n";
 
 namespace {
 
@@ -64,6 +67,8 @@ Args parse_args(const std::vector<std::string>& argv) {
       a.peer = false;
     } else if (arg == "--python") {
       a.python = args.value();
+    } else if (arg == "--profile") {
+      a.bench.profile_path = args.value();
     } else if (arg == "--peer-script") {
       a.peer_script = args.value();
     } else {
@@ -173,6 +178,7 @@ int run_train_command(const std::vector<std::string>& argv, const std::string& a
     try {
       ours[i] = time_train_step(config, {b, t}, args.bench);
       std::fprintf(stderr, "%.3f s/step, loss %.3f\n", ours[i].step_seconds, ours[i].last_loss);
+      if (!ours[i].profile_report.empty()) std::printf("%s\n", ours[i].profile_report.c_str());
     } catch (const std::exception& e) {
       std::fprintf(stderr, "failed\n");
       failures.push_back(std::to_string(b) + "x" + std::to_string(t) + ": " + e.what());
