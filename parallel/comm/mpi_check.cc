@@ -26,6 +26,8 @@ std::unique_lock<std::mutex> mpi_lock() {
 
 void set_mpi_thread_multiple(bool multiple) { g_thread_multiple.store(multiple); }
 
+bool mpi_thread_multiple() { return g_thread_multiple.load(std::memory_order_relaxed); }
+
 MPI_Datatype mpi_transport_type(DType dtype) {
   switch (dtype) {
     case DType::f32: return MPI_FLOAT;

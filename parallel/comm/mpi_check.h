@@ -20,6 +20,8 @@ namespace tessera::parallel {
 std::unique_lock<std::mutex> mpi_lock();
 // Set once by MpiRuntime from the thread level MPI provided.
 void set_mpi_thread_multiple(bool multiple);
+// True when MPI provides MPI_THREAD_MULTIPLE (as set by MpiRuntime).
+bool mpi_thread_multiple();
 
 // The datatype that carries `dtype` bit for bit (16-bit floats as MPI_UINT16_T, bool as
 // MPI_UINT8_T): right for moving data, not for reducing 16-bit floats (see MpiCommunicator).

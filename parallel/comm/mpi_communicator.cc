@@ -12,36 +12,54 @@ namespace {
 
 bool is_16bit_float(DType t) { return t == DType::f16 || t == DType::bf16; }
 
-// The buffer MPI reduces: the tensor itself, or an f32 copy of a 16-bit float tensor.
-Tensor reduce_buffer(const Tensor& t) { return is_16bit_float(t.dtype()) ? t.to(DType::f32) : t; }
-
-// After a reduction into `buffer`: divide for avg, then round back into `dst` if they differ.
-void finish_reduce(const Tensor& buffer, const Tensor& dst, ReduceOp op, int group_size) {
-  if (op == ReduceOp::avg && group_size > 1) {
-    dispatch_floating(buffer.dtype(), "all_reduce", [&]<typename T>() {
-      T* p = buffer.data<T>();
-      const float n = float(group_size);
-      for (int64_t i = 0, e = buffer.numel(); i < e; ++i) p[i] = T(float(p[i]) / n);
-    });
-  }
-  if (!buffer.is_same(dst)) dst.copy_(buffer);
-}
-
-MPI_Datatype reduce_type(const Tensor& buffer) { return mpi_transport_type(buffer.dtype()); }
-
 int count_of(const Tensor& t) {
-  TS_CHECK(t.numel() <= int64_t(INT32_MAX), "mpi",
-           "expected at most 2^31 - 1 elements per call, got ", t.describe());
-  return int(t.numel());
-}
-
-WorkPtr make_work(const Communicator& comm, MPI_Request request, const char* op,
-                  std::function<void()> finish, std::vector<Tensor> keep_alive) {
-  return std::make_shared<MpiWork>(request, MpiWorkInfo{op, comm.name(), comm.timeout_s()},
-                                   std::move(finish), std::move(keep_alive));
+  const int64_t n = t.numel();
+  TS_CHECK(n <= int64_t(INT32_MAX), "mpi", "expected at most 2^31 - 1 elements per call, got ",
+           t.describe());
+  return int(n);
 }
 
 }  // namespace
+
+MpiCall MpiCommunicator::make_call(CommKind kind, const Tensor& in, const Tensor& out) const {
+  MpiCall c;
+  c.kind = kind;
+  c.comm = comm_->comm;
+  c.in = in;
+  c.out = out;
+  c.rank = rank_;
+  c.group_size = size_;
+  if (in.defined()) {
+    c.type = mpi_transport_type(in.dtype());
+    c.count = count_of(in);
+  }
+  return c;
+}
+
+// 16-bit floats are reduced in f32 (see the header): MPI reduces staging copies and the finishing
+// step rounds the result back into the caller's tensor.
+MpiCall MpiCommunicator::make_reduce_call(CommKind kind, const Tensor& in, const Tensor& out,
+                                          ReduceOp op) const {
+  const Tensor& dst = kind == CommKind::reduce_scatter ? out : in;
+  const bool staged = is_16bit_float(in.dtype());
+  MpiCall c = make_call(kind, staged ? in.to(DType::f32) : in,
+                        staged && out.defined() ? empty(out.shape(), {.dtype = DType::f32}) : out);
+  if (staged) {
+    c.result = dst;
+    c.type = MPI_FLOAT;
+  }
+  c.op = op;
+  return c;
+}
+
+WorkPtr MpiCommunicator::start_work(MpiCall call, const char* op) {
+  MpiWorkInfo info{op, name(), timeout_s()};
+  if (use_ring_all_reduce(call)) {
+    const int tag_base = int(ring_calls_.fetch_add(1) % 256) * RingAllReduce::kTagsPerCall;
+    return MpiWork::start_ring(std::move(call), std::move(info), ring_comm_, tag_base);
+  }
+  return MpiWork::start(std::move(call), std::move(info));
+}
 
 std::shared_ptr<MpiCommunicator> MpiCommunicator::duplicate(const MpiComm& comm,
                                                             const std::string& name) {
@@ -55,11 +73,22 @@ std::shared_ptr<MpiCommunicator> MpiCommunicator::duplicate(const MpiComm& comm,
 }
 
 MpiCommunicator::MpiCommunicator(const MpiComm& comm, std::string name)
-    : Communicator(std::move(name)), comm_(std::make_unique<MpiComm>(comm)) {
+    : Communicator(std::move(name)),
+      comm_(std::make_unique<MpiComm>(comm)),
+      ring_comm_(new MpiComm{}, [](MpiComm* c) {
+        if (c->comm != MPI_COMM_NULL && mpi_active()) {
+          auto lock = mpi_lock();
+          MPI_Comm_free(&c->comm);
+        }
+        delete c;
+      }) {
   auto lock = mpi_lock();
   TS_MPI_CHECK(MPI_Comm_set_errhandler(comm_->comm, MPI_ERRORS_RETURN));
   TS_MPI_CHECK(MPI_Comm_rank(comm_->comm, &rank_));
   TS_MPI_CHECK(MPI_Comm_size(comm_->comm, &size_));
+  // Every rank of `comm` constructs its communicator together (they are made collectively).
+  TS_MPI_CHECK(MPI_Comm_dup(comm_->comm, &ring_comm_->comm));
+  TS_MPI_CHECK(MPI_Comm_set_errhandler(ring_comm_->comm, MPI_ERRORS_RETURN));
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -70,110 +99,54 @@ MpiCommunicator::~MpiCommunicator() {
 }
 
 WorkPtr MpiCommunicator::do_all_reduce(const Tensor& t, ReduceOp op) {
-  Tensor buf = reduce_buffer(t);
-  MPI_Request req;
-  {
-    auto lock = mpi_lock();
-    TS_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf.data_ptr(), count_of(buf), reduce_type(buf),
-                                mpi_reduce_op(op, buf.dtype()), comm_->comm, &req));
-  }
-  int p = size_;
-  return make_work(*this, req, "all_reduce", [buf, t, op, p] { finish_reduce(buf, t, op, p); },
-                   {buf, t});
+  return start_work(make_reduce_call(CommKind::all_reduce, t, Tensor(), op), "all_reduce");
 }
 
 WorkPtr MpiCommunicator::do_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
-  Tensor in_buf = reduce_buffer(in);
-  Tensor out_buf = is_16bit_float(out.dtype()) ? empty(out.shape(), {.dtype = DType::f32}) : out;
-  MPI_Request req;
-  {
-    auto lock = mpi_lock();
-    TS_MPI_CHECK(MPI_Ireduce_scatter_block(in_buf.data_ptr(), out_buf.data_ptr(), count_of(out_buf),
-                                           reduce_type(out_buf), mpi_reduce_op(op, out_buf.dtype()),
-                                           comm_->comm, &req));
-  }
-  int p = size_;
-  return make_work(*this, req, "reduce_scatter",
-                   [out_buf, out, op, p] { finish_reduce(out_buf, out, op, p); },
-                   {in_buf, out_buf, in, out});
+  MpiCall c = make_reduce_call(CommKind::reduce_scatter, in, out, op);
+  c.count = count_of(out);  // MPI counts one rank's block
+  return start_work(std::move(c), "reduce_scatter");
 }
 
 WorkPtr MpiCommunicator::do_all_gather(const Tensor& in, const Tensor& out) {
-  MPI_Datatype type = mpi_transport_type(in.dtype());
-  MPI_Request req;
-  {
-    auto lock = mpi_lock();
-    TS_MPI_CHECK(MPI_Iallgather(in.data_ptr(), count_of(in), type, out.data_ptr(), count_of(in),
-                                type, comm_->comm, &req));
-  }
-  return make_work(*this, req, "all_gather", nullptr, {in, out});
+  return start_work(make_call(CommKind::all_gather, in, out), "all_gather");
 }
 
 WorkPtr MpiCommunicator::do_broadcast(const Tensor& t, int root) {
-  MPI_Request req;
-  {
-    auto lock = mpi_lock();
-    TS_MPI_CHECK(MPI_Ibcast(t.data_ptr(), count_of(t), mpi_transport_type(t.dtype()), root,
-                            comm_->comm, &req));
-  }
-  return make_work(*this, req, "broadcast", nullptr, {t});
+  MpiCall c = make_call(CommKind::broadcast, t, Tensor());
+  c.root = root;
+  return start_work(std::move(c), "broadcast");
 }
 
 WorkPtr MpiCommunicator::do_reduce(const Tensor& t, int root, ReduceOp op) {
-  Tensor buf = reduce_buffer(t);
-  bool is_root = rank_ == root;
-  MPI_Request req;
-  {
-    auto lock = mpi_lock();
-    TS_MPI_CHECK(MPI_Ireduce(is_root ? MPI_IN_PLACE : buf.data_ptr(),
-                             is_root ? buf.data_ptr() : nullptr, count_of(buf), reduce_type(buf),
-                             mpi_reduce_op(op, buf.dtype()), root, comm_->comm, &req));
-  }
-  int p = size_;
-  std::function<void()> finish;
-  if (is_root) finish = [buf, t, op, p] { finish_reduce(buf, t, op, p); };
-  return make_work(*this, req, "reduce", std::move(finish), {buf, t});
+  MpiCall c = make_reduce_call(CommKind::reduce, t, Tensor(), op);
+  c.root = root;
+  if (rank_ != root) c.result = Tensor();  // only the root's tensor receives the result
+  return start_work(std::move(c), "reduce");
 }
 
 WorkPtr MpiCommunicator::do_all_to_all(const Tensor& in, const Tensor& out) {
-  MPI_Datatype type = mpi_transport_type(in.dtype());
-  int chunk = count_of(in) / size_;
-  MPI_Request req;
-  {
-    auto lock = mpi_lock();
-    TS_MPI_CHECK(
-        MPI_Ialltoall(in.data_ptr(), chunk, type, out.data_ptr(), chunk, type, comm_->comm, &req));
-  }
-  return make_work(*this, req, "all_to_all", nullptr, {in, out});
+  MpiCall c = make_call(CommKind::all_to_all, in, out);
+  c.count /= size_;  // MPI counts one chunk
+  return start_work(std::move(c), "all_to_all");
 }
 
 WorkPtr MpiCommunicator::do_send(const Tensor& t, int peer, int tag) {
-  MPI_Request req;
-  {
-    auto lock = mpi_lock();
-    TS_MPI_CHECK(MPI_Isend(t.data_ptr(), count_of(t), mpi_transport_type(t.dtype()), peer, tag,
-                           comm_->comm, &req));
-  }
-  return make_work(*this, req, "send", nullptr, {t});
+  MpiCall c = make_call(CommKind::send, t, Tensor());
+  c.peer = peer;
+  c.tag = tag;
+  return start_work(std::move(c), "send");
 }
 
 WorkPtr MpiCommunicator::do_recv(const Tensor& t, int peer, int tag) {
-  MPI_Request req;
-  {
-    auto lock = mpi_lock();
-    TS_MPI_CHECK(MPI_Irecv(t.data_ptr(), count_of(t), mpi_transport_type(t.dtype()), peer, tag,
-                           comm_->comm, &req));
-  }
-  return make_work(*this, req, "recv", nullptr, {t});
+  MpiCall c = make_call(CommKind::recv, t, Tensor());
+  c.peer = peer;
+  c.tag = tag;
+  return start_work(std::move(c), "recv");
 }
 
 WorkPtr MpiCommunicator::do_barrier() {
-  MPI_Request req;
-  {
-    auto lock = mpi_lock();
-    TS_MPI_CHECK(MPI_Ibarrier(comm_->comm, &req));
-  }
-  return make_work(*this, req, "barrier", nullptr, {});
+  return start_work(make_call(CommKind::barrier, Tensor(), Tensor()), "barrier");
 }
 
 std::shared_ptr<Communicator> MpiCommunicator::split(int color, int key, const std::string& name) {
@@ -188,7 +161,7 @@ std::shared_ptr<Communicator> MpiCommunicator::split(int color, int key, const s
     TS_MPI_CHECK(MPI_Iallgather(mine.data_ptr(), 2, MPI_INT64_T, all.data_ptr(), 2, MPI_INT64_T,
                                 comm_->comm, &req));
   }
-  MpiWork(req, MpiWorkInfo{"split", this->name(), timeout_s()}, nullptr, {mine, all}).wait();
+  MpiWork(req, MpiWorkInfo{"split", this->name(), timeout_s()}).wait();
 
   MPI_Comm sub = MPI_COMM_NULL;
   {

@@ -1,10 +1,12 @@
-// The MPI backend: CPU tensors of every dtype over nonblocking MPI calls (MPI_Iallreduce, ...).
+// The MPI backend: CPU tensors of every dtype over nonblocking MPI calls (MPI_Iallreduce, ...),
+// waited for with MPI_Wait (see mpi_work.h).
 // 16-bit floats (f16, bf16) are reduced in f32: each rank widens its tensor to f32, MPI reduces
 // the f32 buffers, and the result is rounded back once (round to nearest even). This is exact
 // for max and min and more accurate than rounding after every partial sum. mpi.h stays out of this
 // header: the MPI_Comm is held through an opaque MpiComm (mpi_handle.h, internal).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -13,6 +15,7 @@
 namespace tessera::parallel {
 
 struct MpiComm;  // the MPI_Comm, defined in mpi_handle.h
+struct MpiCall;  // one operation, defined in mpi_call.h
 
 class MpiCommunicator : public Communicator {
  public:
@@ -43,7 +46,18 @@ class MpiCommunicator : public Communicator {
   WorkPtr do_barrier() override;
 
  private:
+  // The call of `kind` on this communicator with MPI's count and type of `in`.
+  MpiCall make_call(CommKind kind, const Tensor& in, const Tensor& out) const;
+  // A reduction: 16-bit floats get f32 staging buffers and a result to round back into.
+  MpiCall make_reduce_call(CommKind kind, const Tensor& in, const Tensor& out, ReduceOp op) const;
+  WorkPtr start_work(MpiCall call, const char* op);
+
   std::unique_ptr<MpiComm> comm_;
+  // A duplicate for the ring all_reduce's messages (mpi_ring.h), and the count of ring calls,
+  // which gives each its tags (the same on every rank: ranks issue collectives in one order).
+  // Shared with ring works in flight, which may outlive this communicator; freed by the last.
+  std::shared_ptr<MpiComm> ring_comm_;
+  std::atomic<uint32_t> ring_calls_{0};
   int rank_ = 0;
   int size_ = 1;
 };

@@ -77,8 +77,7 @@ MpiRuntime::~MpiRuntime() {
         auto lock = mpi_lock();
         TS_MPI_CHECK(MPI_Ibarrier(shutdown_comm, &req));
       }
-      MpiWork(req, MpiWorkInfo{"finalize", world_->name(), world_->timeout_s()}, nullptr, {})
-          .wait();
+      MpiWork(req, MpiWorkInfo{"finalize", world_->name(), world_->timeout_s()}).wait();
     } catch (const std::exception& e) {
       abort_job(e.what());
     }

@@ -1,43 +1,76 @@
 #include "parallel/comm/mpi_work.h"
 
+#include <chrono>
 #include <cstdio>
-#include <exception>
 #include <thread>
+#include <utility>
 
 #include "core/error.h"
 #include "parallel/comm/mpi_check.h"
 #include "parallel/comm/mpi_runtime.h"
+#include "parallel/comm/mpi_watchdog.h"
 
 namespace tessera::parallel {
+namespace {
 
-MpiWork::MpiWork(MPI_Request request, MpiWorkInfo info, std::function<void()> finish,
-                 std::vector<Tensor> keep_alive)
-    : request_(request),
-      info_(std::move(info)),
-      finish_(std::move(finish)),
-      keep_alive_(std::move(keep_alive)) {}
+using Clock = std::chrono::steady_clock;
+// Without the watchdog, a wait spins (MPI_Test + yield) this long before it sleeps between tests:
+// long enough that the sleeps cost a negligible share of any call that reaches them.
+constexpr auto kSpinFor = std::chrono::milliseconds(10);
+constexpr auto kSleep = std::chrono::microseconds(50);
+
+}  // namespace
+
+std::shared_ptr<MpiWork> MpiWork::start(MpiCall call, MpiWorkInfo info) {
+  auto work = std::make_shared<MpiWork>(Key{}, std::move(call), std::move(info));
+  work->request_ = start_call(work->call_);
+  return work;
+}
+
+std::shared_ptr<MpiWork> MpiWork::start_ring(MpiCall call, MpiWorkInfo info,
+                                             std::shared_ptr<const MpiComm> ring_comm,
+                                             int tag_base) {
+  auto work = std::make_shared<MpiWork>(Key{}, std::move(call), std::move(info));
+  work->ring_ = std::make_unique<RingAllReduce>(work->call_, std::move(ring_comm), tag_base);
+  if (work->ring_->advance(false)) work->finish();  // posts the first step
+  return work;
+}
+
+MpiWork::MpiWork(Key, MpiCall call, MpiWorkInfo info)
+    : call_(std::move(call)), info_(std::move(info)) {}
+
+MpiWork::MpiWork(MPI_Request request, MpiWorkInfo info)
+    : info_(std::move(info)), request_(request) {}
 
 MpiWork::~MpiWork() {
+  if (done_.load(std::memory_order_acquire) || !mpi_active()) return;
   try {
-    if (mpi_active()) wait();
+    wait();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d: [%s] failed while its Work was destroyed: %s\n", world_rank(),
                  info_.op, e.what());
   }
 }
 
+void MpiWork::finish() {
+  done_.store(true, std::memory_order_release);
+  MpiCall call = std::move(call_);
+  call_ = MpiCall{};
+  ring_.reset();
+  finish_call(call);  // the buffers are released when `call` goes out of scope
+}
+
 bool MpiWork::poll() {
-  if (done_) return true;
-  int flag = 0;
-  {
+  if (done_.load(std::memory_order_relaxed)) return true;
+  if (ring_) {
+    if (!ring_->advance(false)) return false;
+  } else {
+    int flag = 0;
     auto lock = mpi_lock();
     TS_MPI_CHECK(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE));
+    if (!flag) return false;
   }
-  if (!flag) return false;
-  done_ = true;
-  if (finish_) finish_();
-  finish_ = nullptr;
-  keep_alive_.clear();
+  finish();
   return true;
 }
 
@@ -48,21 +81,40 @@ bool MpiWork::is_completed() {
 
 void MpiWork::wait() {
   std::lock_guard<std::mutex> lock(mutex_);
-  using Clock = std::chrono::steady_clock;
+  if (done_.load(std::memory_order_relaxed)) return;
+  BlockingCallGuard guard(info_);
+  if (!guard.armed()) {
+    poll_until_done();
+    return;
+  }
+  if (ring_) {
+    ring_->advance(true);
+  } else {
+    TS_MPI_CHECK(MPI_Wait(&request_, MPI_STATUS_IGNORE));
+  }
+  finish();
+}
+
+void MpiWork::poll_until_done() {
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
                                     std::chrono::duration<double>(info_.timeout_s));
-  // Spin briefly for latency, then back off so oversubscribed ranks leave the cores to peers.
-  for (int iter = 0; !poll(); ++iter) {
-    if (iter < 64) {
+  for (int iter = 1; !poll(); ++iter) {
+    // The clock is read every 16 tests: cheap next to MPI_Test, fine enough for the timeout.
+    if (iter % 16 != 0) {
       std::this_thread::yield();
       continue;
     }
-    if (Clock::now() > deadline) {
+    const auto now = Clock::now();
+    if (now > deadline) {
       abort_job(str_cat("[", info_.op, "] timed out after ", info_.timeout_s, " s in group ",
                         info_.group));
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(iter < 1024 ? 20 : 200));
+    if (now - start < kSpinFor) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(kSleep);
+    }
   }
 }
 

@@ -1,19 +1,31 @@
-// The Work handle of a nonblocking MPI call: polls MPI_Test until the request completes, then runs
-// the call's finishing step (unpacking 16-bit results, dividing for avg) exactly once. A wait that
-// outlasts the timeout aborts the job, naming the rank, the operation and the group. Internal (it
-// includes mpi.h): only the MPI sources of parallel/comm include it; users see the Work interface.
+// The Work handle of the MPI backend. Internal (it includes mpi.h): only the MPI sources of
+// parallel/comm include it; users see the Work interface.
+//
+// Every operation starts at once as the nonblocking MPI call (MPI_Iallreduce, MPI_Isend, ...), or
+// for an all_reduce (large, or on a power-of-two group) as our own schedule of nonblocking sends
+// and receives (mpi_ring.h).
+// Starting it later, or running the blocking call (MPI_Allreduce) for a caller that waits at
+// once, would be faster in places but is not allowed: a blocking collective does not match a
+// nonblocking one (MPI 3.1, 5.12; Open MPI deadlocks), and whether a caller waits at once is a
+// rank's own business, so ranks could disagree. wait() is MPI_Wait, which progresses the request
+// at Open MPI's own speed, timed by the watchdog (mpi_watchdog.h); where the watchdog cannot be
+// used (below MPI_THREAD_MULTIPLE) it polls MPI_Test, spinning with yields for the first
+// milliseconds, then with short sleeps so oversubscribed ranks leave the cores to their peers.
+// Then the call's finishing step (dividing for avg, rounding 16-bit staging buffers back) runs
+// exactly once. A wait that outlasts the timeout aborts the job, naming the rank, the operation
+// and the group.
 #pragma once
 
 #include <mpi.h>
 
-#include <chrono>
-#include <functional>
+#include <atomic>
+#include <memory>
 #include <mutex>
 #include <string>
-#include <vector>
 
-#include "core/tensor.h"
 #include "parallel/comm/communicator.h"
+#include "parallel/comm/mpi_call.h"
+#include "parallel/comm/mpi_ring.h"
 
 namespace tessera::parallel {
 
@@ -25,9 +37,20 @@ struct MpiWorkInfo {
 
 class MpiWork : public Work {
  public:
-  // Owns `request`; `keep_alive` holds every buffer MPI reads or writes until completion.
-  MpiWork(MPI_Request request, MpiWorkInfo info, std::function<void()> finish,
-          std::vector<Tensor> keep_alive);
+  // Starts `call`; throws (TS_MPI_CHECK) when MPI refuses it.
+  static std::shared_ptr<MpiWork> start(MpiCall call, MpiWorkInfo info);
+  // Starts an all_reduce as a ring over `ring_comm` (see mpi_ring.h).
+  static std::shared_ptr<MpiWork> start_ring(MpiCall call, MpiWorkInfo info,
+                                             std::shared_ptr<const MpiComm> ring_comm,
+                                             int tag_base);
+  // A work for a request already started (internal handshakes); nothing to finish.
+  MpiWork(MPI_Request request, MpiWorkInfo info);
+  // For start() only (make_shared needs a public constructor; Key keeps it private).
+  class Key {
+    friend class MpiWork;
+    Key() = default;
+  };
+  MpiWork(Key, MpiCall call, MpiWorkInfo info);
   // An unfinished work is waited for here (MPI may still write into its buffers); never throws.
   ~MpiWork() override;
 
@@ -35,15 +58,19 @@ class MpiWork : public Work {
   bool is_completed() override;
 
  private:
-  // Tests the request once; on completion runs finish_ and releases the buffers.
+  // Tests the request once; on completion finishes the call.
   bool poll();
+  void finish();
+  // Polls until done, or aborts the job at the timeout.
+  void poll_until_done();
 
-  std::mutex mutex_;
-  MPI_Request request_;
+  std::mutex mutex_;  // wait() / is_completed() from several threads
+  MpiCall call_;      // the operation's buffers, held until it completes
   MpiWorkInfo info_;
-  std::function<void()> finish_;
-  std::vector<Tensor> keep_alive_;
-  bool done_ = false;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+  std::unique_ptr<RingAllReduce> ring_;  // instead of request_, for a ring all_reduce
+  // Atomic so the destructor can see a finished work without taking the lock.
+  std::atomic<bool> done_{false};
 };
 
 }  // namespace tessera::parallel

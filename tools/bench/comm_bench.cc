@@ -1,12 +1,11 @@
-// `bench comm` (tessera bench comm, under mpirun): per collective and message size, time,
-// algorithm bandwidth and bus bandwidth with the nccl-tests definitions; then data-parallel
-// scaling of a GPT training step (forward, backward with bucketed all-reduce, AdamW) on rank 0
-// alone and on all ranks, in one run.
+// `bench comm` (tessera bench comm, under mpirun): per collective and message size, Tessera's
+// time beside the plain MPI call's (comm_collectives.cc); then data-parallel scaling of a GPT
+// training step (forward, backward with bucketed all-reduce, AdamW) on rank 0 alone and on all
+// ranks, in one run.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -19,7 +18,9 @@
 #include "optim/adam.h"
 #include "parallel/comm/mpi_runtime.h"
 #include "parallel/data/data_parallel.h"
+#include "kernels/cpu/gemm.h"
 #include "tools/bench/bench_args.h"
+#include "tools/bench/comm_collectives.h"
 #include "tools/bench/commands.h"
 #include "tools/bench/system_info.h"
 #include "tools/bench/table.h"
@@ -28,13 +29,14 @@ namespace tessera::bench {
 
 const char* const kCommUsage =
     "usage: mpirun -np N bench comm [--min-bytes SIZE] [--max-bytes SIZE] [--model PRESET]\n"
-    "                  [--batch B] [--seq T] [--steps N] [--threads N] [--skip-collectives]\n"
-    "                  [--skip-dp]\n"
-    "  Collectives (MPI, f32) per message size: time, algbw and busbw as nccl-tests defines them;\n"
-    "  then a data-parallel GPT training step on rank 0 alone and on all N ranks (speed-up).\n"
-    "  Rank 0 prints.\n"
+    "                  [--rounds N] [--batch B] [--seq T] [--steps N] [--threads N]\n"
+    "                  [--skip-collectives] [--skip-dp]\n"
+    "  Collectives (MPI backend, f32) per message size beside the plain MPI call of the same kind\n"
+    "  and size: time, ratio, algbw and busbw as nccl-tests defines them; then a data-parallel\n"
+    "  GPT training step on rank 0 alone and on all N ranks (speed-up). Rank 0 prints.\n"
     "  --min-bytes SIZE  smallest message (default 1K); sizes grow 4x per row\n"
     "  --max-bytes SIZE  largest message (default 256M; K, M, G suffixes are powers of 1024)\n"
+    "  --rounds N        timed batches per collective, size and side; the median (default 7)\n"
     "  --model PRESET    data-parallel model (default gpt2-124m; gpt-tiny for quick runs)\n"
     "  --batch B         sequences per rank per step (default 2)\n"
     "  --seq T           tokens per sequence (default 64)\n"
@@ -50,6 +52,7 @@ using parallel::Communicator;
 struct Args {
   int64_t min_bytes = 1024;
   int64_t max_bytes = int64_t(256) << 20;
+  int rounds = 7;
   std::string model = "gpt2-124m";
   int64_t batch = 2;  // sequences per rank per step
   int64_t seq = 64;
@@ -68,6 +71,8 @@ Args parse_args(const std::vector<std::string>& argv) {
       a.min_bytes = parse_bytes(flag, args.value());
     else if (flag == "--max-bytes")
       a.max_bytes = parse_bytes(flag, args.value());
+    else if (flag == "--rounds")
+      a.rounds = int(parse_int(flag, args.value(), 1, 1000));
     else if (flag == "--model")
       a.model = args.value();
     else if (flag == "--batch")
@@ -103,95 +108,6 @@ double max_over_ranks(Communicator& comm, double v) {
   return t.item();
 }
 
-// The mean over ranks: nccl-tests' default report of a collective's time (its -a 1).
-double mean_over_ranks(Communicator& comm, double v) {
-  Tensor t = from_vector<double>({v}, {1});
-  comm.all_reduce(t, parallel::ReduceOp::sum)->wait();
-  return t.item() / comm.size();
-}
-
-// "64 KB", "256 MB" for whole units (the usual sizes); "1020 B", "3.99 KB" otherwise.
-std::string human_bytes(int64_t b) {
-  for (const auto& [unit, name] : {std::pair<int64_t, const char*>{int64_t(1) << 20, " MB"},
-                                   std::pair<int64_t, const char*>{int64_t(1) << 10, " KB"}}) {
-    if (b < unit) continue;
-    return (b % unit == 0 ? std::to_string(b / unit) : format_number(double(b) / unit, 1)) + name;
-  }
-  return str_cat(b, " B");
-}
-
-// nccl-tests' bus bandwidth factor: what each rank's link carries relative to the message.
-double bus_factor(CommKind kind, int n) {
-  switch (kind) {
-    case CommKind::all_reduce:
-      return 2.0 * (n - 1) / n;
-    case CommKind::broadcast:
-      return 1.0;
-    default:
-      return double(n - 1) / n;  // all_gather, reduce_scatter, all_to_all
-  }
-}
-
-// Elements of a message of about `bytes`: f32, a multiple of the rank count (all_gather,
-// reduce_scatter and all_to_all split it evenly), at least one per rank.
-int64_t message_numel(int64_t bytes, int n) { return std::max<int64_t>(n, (bytes / 4) / n * n); }
-
-// One call of `kind` on a message of `numel` f32 elements (nccl-tests' size S: the whole buffer,
-// i.e. all_gather's output, reduce_scatter's and all_to_all's input), started and waited for.
-std::function<void()> make_call(Communicator& comm, CommKind kind, int64_t numel) {
-  const int n = comm.size();
-  Tensor full_t = ones({numel});
-  Tensor part = ones({numel / n});
-  Tensor out = empty({numel});
-  switch (kind) {
-    case CommKind::all_reduce:
-      return [&comm, full_t] { comm.all_reduce(full_t)->wait(); };
-    case CommKind::all_gather:
-      return [&comm, part, full_t] { comm.all_gather(part, full_t)->wait(); };
-    case CommKind::reduce_scatter:
-      return [&comm, full_t, part] { comm.reduce_scatter(full_t, part)->wait(); };
-    case CommKind::broadcast:
-      return [&comm, full_t] { comm.broadcast(full_t, 0)->wait(); };
-    default:
-      return [&comm, full_t, out] { comm.all_to_all(full_t, out)->wait(); };
-  }
-}
-
-void bench_collectives(Communicator& comm, const Args& args) {
-  const int n = comm.size();
-  const std::vector<CommKind> kinds{CommKind::all_reduce, CommKind::all_gather,
-                                    CommKind::reduce_scatter, CommKind::broadcast,
-                                    CommKind::all_to_all};
-  Table table({"collective", "size", "time (us)", "algbw (GB/s)", "busbw (GB/s)"});
-  for (size_t c = 1; c < 5; ++c) table.align_right(c);
-  for (CommKind kind : kinds) {
-    for (int64_t size = args.min_bytes; size <= args.max_bytes; size *= 4) {
-      const int64_t numel = message_numel(size, n);
-      const int64_t bytes = numel * 4;  // what moves, for the size column and algbw
-      std::function<void()> call = make_call(comm, kind, numel);
-      // About 64 MB of traffic per size, 3 to 50 timed calls, after 2 warm-up calls.
-      const int iters = int(std::clamp<int64_t>((int64_t(64) << 20) / bytes, 3, 50));
-      call();
-      call();
-      comm.barrier()->wait();
-      const double start = now_s();
-      for (int i = 0; i < iters; ++i) call();
-      const double t = mean_over_ranks(comm, (now_s() - start) / iters);
-      const double algbw = double(bytes) / t / 1e9;
-      table.add_row({parallel::comm_kind_name(kind), human_bytes(bytes), format_number(t * 1e6, 1),
-                     format_number(algbw, 2), format_number(algbw * bus_factor(kind, n), 2)});
-    }
-  }
-  if (comm.rank() == 0) {
-    std::printf(
-        "\n## Collectives (MPI backend, f32, %d ranks; time per call averaged over the calls and the "
-        "ranks; algbw = size / time; busbw = algbw x 2(n-1)/n for all_reduce, (n-1)/n for "
-        "all_gather, reduce_scatter and all_to_all, 1 for broadcast, as nccl-tests defines "
-        "them; 1 MB = 2^20 bytes)\n\n%s\n",
-        n, table.render().c_str());
-  }
-}
-
 struct StepResult {
   double step_s = 0;            // median over the timed steps, slowest rank
   int64_t allreduce_bytes = 0;  // payload all-reduced per step
@@ -205,7 +121,9 @@ StepResult time_dp_steps(const std::shared_ptr<Communicator>& comm, const gpt::G
                          const Args& args) {
   Generator init(1234 + uint64_t(comm->rank()));
   gpt::GPT model(config, init);
-  parallel::DataParallel dp(model.named_parameters(), comm, {.record_events = true});
+  parallel::DataParallelOptions dp_options;
+  dp_options.record_events = true;
+  parallel::DataParallel dp(model.named_parameters(), comm, dp_options);
   optim::AdamW opt(model.parameters(), optim::AdamWOptions{.lr = 1e-4});
   Generator data(99 + uint64_t(comm->rank()));
   StepResult r;
@@ -288,11 +206,18 @@ int run_comm_command(int argc, char** argv, int first) {
   return parallel::run_distributed(
       argc, argv, [&](const std::shared_ptr<parallel::Communicator>& world) {
         if (world->rank() == 0) {
-          std::printf("# tessera bench comm: %d ranks, %s, %u hardware threads, load average %s\n",
-                      world->size(), cpu_model().c_str(), std::thread::hardware_concurrency(),
-                      load_average().c_str());
+          std::printf(
+              "# tessera bench comm: %d ranks, %s, GEMM ISA %s, %u hardware threads, load "
+              "average %s\n",
+              world->size(), cpu_model().c_str(), kernels::cpu::sgemm_isa(),
+              std::thread::hardware_concurrency(), load_average().c_str());
         }
-        if (args.collectives) bench_collectives(*world, args);
+        if (args.collectives) {
+          bench_collectives(*world, {.min_bytes = args.min_bytes,
+                                     .max_bytes = args.max_bytes,
+                                     .rounds = args.rounds});
+          if (world->rank() == 0) std::printf("load average after: %s\n", load_average().c_str());
+        }
         if (args.dp) bench_data_parallel(world, args);
         return 0;
       });

@@ -1,0 +1,43 @@
+// One operation of the MPI backend as plain data (no closures, one allocation per call with its
+// Work): the buffers, MPI's count and type, and what to do after MPI is done. Internal (it
+// includes mpi.h).
+#pragma once
+
+#include <mpi.h>
+
+#include "core/tensor.h"
+#include "parallel/comm/comm_types.h"
+
+namespace tessera::parallel {
+
+struct MpiCall {
+  CommKind kind = CommKind::barrier;
+  MPI_Comm comm = MPI_COMM_NULL;
+  // MPI's send buffer; the in-place buffer of all_reduce, broadcast and reduce (there an f32
+  // staging copy of a 16-bit float tensor). Undefined for barrier.
+  Tensor in;
+  // MPI's receive buffer of reduce_scatter, all_gather and all_to_all (reduce_scatter's may be
+  // an f32 staging buffer); undefined for in-place operations.
+  Tensor out;
+  // The caller's tensor the reduced result goes to when it was reduced in a staging buffer;
+  // undefined when MPI writes the caller's tensor directly.
+  Tensor result;
+  ReduceOp op = ReduceOp::sum;
+  int root = 0;  // broadcast, reduce
+  int peer = 0;  // send, recv
+  int tag = 0;   // send, recv
+  int rank = 0;  // this rank in `comm`
+  int group_size = 1;
+  MPI_Datatype type = MPI_BYTE;  // of `in` (and `out`)
+  int count = 0;                 // elements per rank as MPI counts them (see mpi_call.cc)
+
+  // True when the result needs a step after MPI is done: avg divides, staging buffers round back.
+  bool needs_finish() const;
+};
+
+// Starts `call` as a nonblocking MPI call; throws (TS_MPI_CHECK) when MPI refuses it.
+MPI_Request start_call(const MpiCall& call);
+// After MPI is done: divides for avg, rounds a staging buffer back into the caller's tensor.
+void finish_call(const MpiCall& call);
+
+}  // namespace tessera::parallel

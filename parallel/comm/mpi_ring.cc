@@ -1,0 +1,145 @@
+#include "parallel/comm/mpi_ring.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <utility>
+
+#include "core/error.h"
+#include "core/factory.h"
+#include "parallel/comm/mpi_check.h"
+
+namespace tessera::parallel {
+namespace {
+
+constexpr int kMaxRingRanks = RingAllReduce::kTagsPerCall / 2;  // 2 (p-1) tags per call
+
+int64_t read_min_bytes() {
+  const char* env = std::getenv("TESSERA_RING_ALLREDUCE_MIN_BYTES");
+  if (env == nullptr || *env == '\0') return int64_t(256) << 10;
+  char* end = nullptr;
+  const long long v = std::strtoll(env, &end, 10);
+  TS_CHECK(end != env && *end == '\0' && v >= 0, "comm",
+           "expected TESSERA_RING_ALLREDUCE_MIN_BYTES to be a byte count >= 0, got '", env, "'");
+  return v;
+}
+
+}  // namespace
+
+int64_t ring_all_reduce_min_bytes() {
+  static const int64_t min_bytes = read_min_bytes();
+  return min_bytes;
+}
+
+bool use_ring_all_reduce(const MpiCall& call) {
+  if (call.kind != CommKind::all_reduce || call.group_size < 2 ||
+      call.group_size > kMaxRingRanks) {
+    return false;
+  }
+  const bool power_of_two = (call.group_size & (call.group_size - 1)) == 0;
+  return power_of_two ||
+         int64_t(call.count) * int64_t(call.in.itemsize()) >= ring_all_reduce_min_bytes();
+}
+
+namespace {
+bool use_doubling(const MpiCall& call) {
+  return int64_t(call.count) * int64_t(call.in.itemsize()) < ring_all_reduce_min_bytes();
+}
+int log2_of(int p) {
+  int k = 0;
+  while ((1 << k) < p) ++k;
+  return k;
+}
+}  // namespace
+
+RingAllReduce::RingAllReduce(const MpiCall& call, std::shared_ptr<const MpiComm> ring_comm,
+                             int tag_base)
+    : call_(call),
+      ring_comm_(std::move(ring_comm)),
+      comm_(ring_comm_->comm),
+      tag_base_(tag_base),
+      rank_(call.rank),
+      size_(call.group_size),
+      itemsize_(int64_t(call.in.itemsize())),
+      doubling_(use_doubling(call)),
+      steps_(doubling_ ? log2_of(size_) : 2 * (size_ - 1)) {
+  const int64_t scratch = doubling_ ? int64_t(call.count) : length(0);
+  scratch_ = empty({std::max<int64_t>(1, scratch)}, {.dtype = call.in.dtype()});
+}
+
+int64_t RingAllReduce::offset(int chunk) const {
+  const int64_t base = call_.count / size_, rem = call_.count % size_;
+  return chunk * base + std::min<int64_t>(chunk, rem);
+}
+
+int64_t RingAllReduce::length(int chunk) const {
+  return call_.count / size_ + (chunk < call_.count % size_ ? 1 : 0);
+}
+
+char* RingAllReduce::at(const Tensor& t, int64_t elements) const {
+  return static_cast<char*>(t.data_ptr()) + elements * itemsize_;
+}
+
+// Reduce-scatter step s: send chunk (r - s), receive chunk (r - s - 1) into the scratch buffer
+// and add it to ours; after p-1 steps rank r holds chunk r + 1 complete. All-gather step s: send
+// chunk (r - s + 1), receive chunk (r - s) in place.
+void RingAllReduce::post_step() {
+  const int p = size_, r = rank_;
+  if (doubling_) {
+    // Step s: swap the whole tensor with rank r xor 2^s, then add theirs to ours. Every rank
+    // ends with the same bits: each pair adds the same two values (addition commutes).
+    const int peer = r ^ (1 << step_);
+    auto lock = mpi_lock();
+    TS_MPI_CHECK(MPI_Irecv(scratch_.data_ptr(), call_.count, call_.type, peer, tag_base_ + step_,
+                           comm_, &requests_[0]));
+    TS_MPI_CHECK(MPI_Isend(call_.in.data_ptr(), call_.count, call_.type, peer, tag_base_ + step_,
+                           comm_, &requests_[1]));
+    posted_ = true;
+    return;
+  }
+  const int next = (r + 1) % p, prev = (r + p - 1) % p;
+  const bool reducing = step_ < p - 1;
+  const int s = reducing ? step_ : step_ - (p - 1);
+  const int send_chunk = ((reducing ? r - s : r - s + 1) % p + p) % p;
+  const int recv_chunk = ((reducing ? r - s - 1 : r - s) % p + p) % p;
+  const int tag = tag_base_ + (reducing ? 0 : kMaxRingRanks) + s;
+  void* recv_to = reducing ? scratch_.data_ptr() : at(call_.in, offset(recv_chunk));
+  auto lock = mpi_lock();
+  TS_MPI_CHECK(MPI_Irecv(recv_to, int(length(recv_chunk)), call_.type, prev, tag, comm_,
+                         &requests_[0]));
+  TS_MPI_CHECK(MPI_Isend(at(call_.in, offset(send_chunk)), int(length(send_chunk)), call_.type,
+                         next, tag, comm_, &requests_[1]));
+  posted_ = true;
+}
+
+bool RingAllReduce::advance(bool block) {
+  const int p = size_;
+  while (step_ < steps_) {
+    if (!posted_) post_step();
+    {
+      auto lock = mpi_lock();
+      if (block) {
+        TS_MPI_CHECK(MPI_Waitall(2, requests_.data(), MPI_STATUSES_IGNORE));
+      } else {
+        int flag = 0;
+        TS_MPI_CHECK(MPI_Testall(2, requests_.data(), &flag, MPI_STATUSES_IGNORE));
+        if (!flag) return false;
+      }
+    }
+    posted_ = false;
+    if (doubling_) {
+      auto lock = mpi_lock();
+      TS_MPI_CHECK(MPI_Reduce_local(scratch_.data_ptr(), call_.in.data_ptr(), call_.count,
+                                    call_.type, mpi_reduce_op(call_.op, call_.in.dtype())));
+    } else if (step_ < p - 1) {
+      const int chunk = ((rank_ - step_ - 1) % p + p) % p;
+      auto lock = mpi_lock();
+      TS_MPI_CHECK(MPI_Reduce_local(scratch_.data_ptr(), at(call_.in, offset(chunk)),
+                                    int(length(chunk)), call_.type,
+                                    mpi_reduce_op(call_.op, call_.in.dtype())));
+    }
+    ++step_;
+  }
+  return true;
+}
+
+}  // namespace tessera::parallel

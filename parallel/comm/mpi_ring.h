@@ -1,0 +1,63 @@
+// All-reduce over nonblocking point-to-point, reduced with MPI_Reduce_local: a ring (reduce-
+// scatter then all-gather, 2 (p-1) steps of one chunk each) for large tensors, recursive doubling
+// (log2 p swaps of the whole tensor) for small ones on power-of-two groups. Open MPI's own
+// nonblocking all_reduce is 1.3-2x slower than its blocking one (and the blocking call may not be
+// used: ranks must agree on blocking or not, see mpi_work.h). Measured on 2 ranks on one host,
+// these match MPI_Allreduce below 64 MB and beat it above (the ring: 0.5-0.65x at 64-256 MB),
+// whether waited for at once or polled. Internal (it includes mpi.h).
+#pragma once
+
+#include <mpi.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+
+#include "core/tensor.h"
+#include "parallel/comm/mpi_call.h"
+#include "parallel/comm/mpi_handle.h"
+
+namespace tessera::parallel {
+
+// Whether an all_reduce of `call` runs here: on 2 to 64 ranks, the ring from
+// ring_all_reduce_min_bytes() up; below it recursive doubling (log2 p exchanges of the whole
+// tensor, Open MPI's own choice for small messages) where p is a power of two; otherwise Open
+// MPI's MPI_Iallreduce. The same answer on every rank (it depends on sizes only), as it must be.
+bool use_ring_all_reduce(const MpiCall& call);
+// TESSERA_RING_ALLREDUCE_MIN_BYTES when set (tests lower it to run the ring on small tensors),
+// else 256 KB.
+int64_t ring_all_reduce_min_bytes();
+
+class RingAllReduce {
+ public:
+  // `call` is an all_reduce (in place on call.in); `ring_comm` a private duplicate of call.comm,
+  // so the ring's messages never match the user's; `tag_base` a multiple of kTagsPerCall that
+  // every rank gives the same call (ring all_reduces in flight at once must differ in it).
+  RingAllReduce(const MpiCall& call, std::shared_ptr<const MpiComm> ring_comm, int tag_base);
+  static constexpr int kTagsPerCall = 128;
+
+  // Moves the ring on as far as MPI allows without blocking (block = false) or to the end
+  // (block = true: MPI_Waitall per step). True when the reduction is complete.
+  bool advance(bool block);
+
+ private:
+  void post_step();
+  int64_t offset(int chunk) const;  // in elements
+  int64_t length(int chunk) const;
+  char* at(const Tensor& t, int64_t elements) const;
+
+  MpiCall call_;
+  std::shared_ptr<const MpiComm> ring_comm_;  // kept alive while messages may still be posted
+  MPI_Comm comm_;
+  int tag_base_;
+  int rank_, size_;
+  int64_t itemsize_;
+  Tensor scratch_;  // one chunk, received during the reduce-scatter
+  bool doubling_;   // recursive doubling instead of the ring
+  int steps_;       // ring: 2 (p-1), the first p-1 reduce, the rest gather; doubling: log2 p
+  int step_ = 0;
+  bool posted_ = false;
+  std::array<MPI_Request, 2> requests_{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+};
+
+}  // namespace tessera::parallel
