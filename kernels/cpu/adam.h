@@ -10,7 +10,7 @@ namespace tessera::kernels::cpu {
 
 void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                  const Tensor& exp_avg_sq, const AdamStep& step);
-// adam_update on each entry in turn (the CPU kernel already splits each tensor across threads).
+// Every entry in one parallel region: the tensors are cut into equal tiles shared by the threads.
 void adam_update_multi(std::span<const AdamTensors> tensors, const AdamStep& step);
 
 }  // namespace tessera::kernels::cpu

@@ -88,7 +88,8 @@ class ZeroUpdate : public UpdateEngine {
  public:
   explicit ZeroUpdate(const UpdateEngineSpec& spec)
       : zero_(spec.model->named_parameters(), spec.groups, spec.optimizer, spec.grad_group,
-              parallel::zero::ZeroOptions{.stage = spec.zero_stage, .stage3 = spec.zero3}) {}
+              parallel::zero::ZeroOptions{
+                  .stage = spec.zero_stage, .stage3 = spec.zero3, .offload = spec.zero_offload}) {}
 
   void set_grad_sync(bool sync) override {
     if (sync) {
@@ -158,12 +159,15 @@ class ZeroUpdate : public UpdateEngine {
       more =
           ", reduces only its shard's gradients and holds only its shard of the parameters, "
           "gathering each on use";
-    char line[320];
+    char line[480];
     std::snprintf(line, sizeof line,
                   "  zero: stage %d over %d data rank%s: each keeps 1/%d of the f32 masters and "
-                  "optimizer state (%lld of %lld elements)%s",
+                  "optimizer state (%lld of %lld elements)%s%s",
                   zero_.stage(), n, n == 1 ? "" : "s", n, static_cast<long long>(mine),
-                  static_cast<long long>(total), more);
+                  static_cast<long long>(total), more,
+                  zero_.offloaded() ? "; masters and optimizer state offloaded to host memory, "
+                                      "stepped there by the CPU Adam"
+                                    : "");
     return line;
   }
 

@@ -68,6 +68,7 @@ struct UpdateEngineSpec {
   // tied embedding), reduced after all others (DataParallelOptions::completed_after_backward).
   std::vector<std::string> completed_after_backward;
   int zero_stage = 0;                   // 0: the plain path; 1-3: ZeRO over grad_group
+  bool zero_offload = false;            // ZeRO's masters and optimizer state on the host
   parallel::zero::Stage3Options zero3;  // stage 3: parameters kept gathered, prefetch depth
 };
 

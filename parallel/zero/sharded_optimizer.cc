@@ -12,6 +12,7 @@
 #include "optim/make_optimizer.h"
 #include "optim/param_math.h"
 #include "parallel/comm/config_check.h"
+#include "parallel/zero/offload.h"
 #include "parallel/zero/stage2_reducer.h"
 
 namespace tessera::parallel::zero {
@@ -70,6 +71,16 @@ ShardedOptimizer::ShardedOptimizer(NamedParams params, const std::vector<optim::
   TS_CHECK(optimizer.is_object() && optimizer.contains("type") && optimizer.at("type").is_string(),
            op, "expected an optimizer object with a string 'type', got ", optimizer.dump());
   check_zero_optimizer(optimizer.at("type").get<std::string>(), "optimizer.type", options.stage);
+  if (options.offload) {
+    check_offload_optimizer(optimizer.at("type").get<std::string>(), "optimizer.type");
+    // On a GPU the host shards would meet device buffers in the collectives of the checkpoint
+    // paths (gather_masters, state_dict), which take one device type; not written yet.
+    TS_CHECK(comm_->device().is_cpu(), op, "zero.offload with the ", comm_->backend(),
+             " communicator on ", comm_->device().str(),
+             ": offload runs with a CPU data group in this version of Tessera; set zero.offload "
+             "to false");
+  }
+  shard_device_ = options.offload ? offload_host_device(comm_->device()) : comm_->device();
 
   std::unordered_set<const TensorImpl*> seen;
   for (const auto& [name, t] : params_) {
@@ -141,11 +152,12 @@ ShardedOptimizer::ShardedOptimizer(NamedParams params, const std::vector<optim::
     }
   }
 
-  // This rank's f32 masters: its pieces of the (broadcast) parameters, zero padding.
+  // This rank's f32 masters: its pieces of the (broadcast) parameters, zero padding. The optimizer
+  // creates its state beside them (on the host under offload).
   std::vector<optim::ParamGroup> shard_groups;
   for (size_t g = 0; g < plan_.groups.size(); ++g) {
     Tensor shard =
-        zeros({plan_.groups[g].shard_numel}, {.dtype = DType::f32, .device = comm_->device()});
+        zeros({plan_.groups[g].shard_numel}, {.dtype = DType::f32, .device = shard_device_});
     for (const ShardPiece& pc : pieces_[g])
       shard.narrow(0, pc.shard_offset, pc.numel)
           .copy_(flat(tensors_[pc.param]).narrow(0, pc.param_offset, pc.numel));
@@ -169,8 +181,8 @@ ShardedOptimizer::ShardedOptimizer(NamedParams params, const std::vector<optim::
     }
   }
   if (options.stage == 3)
-    params3_ = std::make_unique<Stage3Params>(comm_, plan_, tensors_, std::move(names), shards_,
-                                              options.stage3);
+    params3_ = std::make_unique<Stage3Params>(comm_, plan_, tensors_, std::move(names),
+                                              compute_shards(), options.stage3);
 }
 
 ShardedOptimizer::~ShardedOptimizer() = default;
@@ -196,7 +208,10 @@ ShardedOptimizer::NoSyncGuard ShardedOptimizer::no_sync() {
 void ShardedOptimizer::finish_gradient_sync() {
   if (reducer_) {
     std::vector<Tensor> grads = reducer_->finish();
-    for (size_t g = 0; g < shards_.size(); ++g) shards_[g].set_grad(grads[g]);
+    for (size_t g = 0; g < shards_.size(); ++g) {
+      shards_[g].set_grad(grads[g].to(shard_device_));
+      grads[g] = Tensor();  // under offload the device copy goes now
+    }
     // The step's forward and backward are over: nothing needs a gathered parameter until the next.
     if (params3_) params3_->end_window(true);
     return;
@@ -211,7 +226,7 @@ void ShardedOptimizer::finish_gradient_sync() {
 void ShardedOptimizer::shard_grads_from_model() {
   for (size_t g = 0; g < shards_.size(); ++g) {
     Tensor grad =
-        zeros({plan_.groups[g].shard_numel}, {.dtype = DType::f32, .device = comm_->device()});
+        zeros({plan_.groups[g].shard_numel}, {.dtype = DType::f32, .device = shard_device_});
     for (const ShardPiece& pc : pieces_[g]) {
       const Tensor src = tensors_[pc.param].grad();
       if (src.defined())
@@ -265,15 +280,25 @@ double ShardedOptimizer::clip_grad_norm(double max_norm, const optim::SumReducer
   return norm;
 }
 
+Tensor ShardedOptimizer::compute_shard(size_t g) const {
+  // 16-bit groups travel rounded: what master_to_model would write, in half the bytes.
+  return shards_[g].detach().to(comm_dtypes_[g]).to(comm_->device());
+}
+
+std::vector<Tensor> ShardedOptimizer::compute_shards() const {
+  std::vector<Tensor> out;
+  for (size_t g = 0; g < shards_.size(); ++g) out.push_back(compute_shard(g));
+  return out;
+}
+
 void ShardedOptimizer::gather_parameters() {
-  if (params3_) return params3_->update(shards_);
   autograd::NoGradGuard no_grad;
+  if (params3_) return params3_->update(compute_shards());
   for (size_t g = 0; g < shards_.size(); ++g) {
     const ZeroGroupPlan& gp = plan_.groups[g];
     if (gp.slots.empty()) continue;
     const DType dtype = comm_dtypes_[g];
-    // 16-bit groups travel rounded: what master_to_model would write, in half the bytes.
-    const Tensor mine = dtype == DType::f32 ? shards_[g] : shards_[g].detach().to(dtype);
+    const Tensor mine = compute_shard(g);
     Tensor all = empty({gp.padded_numel()}, {.dtype = dtype, .device = comm_->device()});
     comm_->all_gather(mine, all)->wait();
     for (const FlatSlot& s : gp.slots)

@@ -41,6 +41,15 @@
 // accumulation the micro-steps before the last still sum into the full .grad() locally (as
 // DataParallel's no_sync), and reduce once.
 //
+// Offload (ZeroOptions::offload, ZeRO-Offload): the f32 master shards, their gradients and the
+// optimizer state live in host memory (offload.h) and adam / adamw steps them there with the CPU
+// Adam; the model's parameters (stage 3: its compute shards) stay on the device. After the
+// reduction each shard's gradient moves to the host; gather_parameters() rounds the updated
+// masters to the parameters' dtype on the host and copies them to the device, where stages 1 and 2
+// all-gather them and stage 3 keeps them as its compute shards. The device then holds no master
+// and no optimizer state (stage 3 f32: its compute shard is a device copy of the master); the
+// numbers are the same ones as without offload.
+//
 // Checkpoints: state_dict() returns the plain optimizer's format under the plain optimizer's
 // indices (parameter k counting through the groups, "state.<k>.<name>" with the parameter's
 // shape), gathered from the shards, so ZeRO and plain runs resume each other's state.
@@ -77,6 +86,7 @@ struct ZeroOptions {
   bool broadcast_parameters = true;
   ZeroPlanOptions plan = {};
   Stage3Options stage3 = {};  // stage 3 only
+  bool offload = false;       // masters, their gradients and optimizer state on the host (above)
 };
 
 class ShardedOptimizer {
@@ -154,6 +164,10 @@ class ShardedOptimizer {
   void load_masters(const std::vector<Tensor>& values);
 
   int stage() const { return options_.stage; }
+  bool offloaded() const { return options_.offload; }
+  // Where shard_params(), their gradients and the optimizer state live: the communicator's device,
+  // or offload_host_device() of it under offload.
+  Device shard_device() const { return shard_device_; }
   // Stage 3's parameter manager (null below stage 3).
   const Stage3Params* stage3() const { return params3_.get(); }
   const ZeroPlan& plan() const { return plan_; }
@@ -168,6 +182,11 @@ class ShardedOptimizer {
   // Group g's parameters packed into its flat buffer (padded_numel, zero padding) in `dtype`.
   Tensor pack_group(size_t g, DType dtype) const;
   void shard_grads_from_model();
+  // Group g's master shard in the parameters' dtype (comm_dtypes_[g]) on the communicator's device:
+  // the shard itself when it is both already, else a rounded copy (made on the host first, so
+  // offload moves 16-bit bytes).
+  Tensor compute_shard(size_t g) const;
+  std::vector<Tensor> compute_shards() const;
 
   NamedParams params_;
   std::vector<Tensor> tensors_;  // params_[i].second
@@ -178,6 +197,7 @@ class ShardedOptimizer {
   std::vector<DType> comm_dtypes_;   // per group: the parameters' dtype if they share one, else f32
   std::vector<size_t> group_begin_;  // per group: the plain index of its first parameter
   std::vector<Tensor> shards_;
+  Device shard_device_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<DataParallel> dp_;                // stage 1
   std::shared_ptr<detail::Stage2Reducer> reducer_;  // stages 2 and 3

@@ -189,7 +189,7 @@ void ShardedOptimizer::load_masters(const std::vector<Tensor>& values) {
           .copy_(v.narrow(0, o.piece.param_offset, o.piece.numel));
     }
   }
-  if (params3_) params3_->update(shards_);
+  if (params3_) params3_->update(compute_shards());
 }
 
 }  // namespace tessera::parallel::zero

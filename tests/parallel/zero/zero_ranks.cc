@@ -4,8 +4,11 @@
 // with dynamic loss scaling (an init scale that overflows: skipped steps agreed across shards),
 // bf16 — and hold 1/N of stage 0's optimizer state and reduced gradients per rank (stage 2 also
 // peaks below stage 1 on a deep model, its reduces starting during backward); their checkpoint
-// state is the plain optimizer's, and resumes either way with the same next steps. Any failure
-// aborts the job naming the rank.
+// state is the plain optimizer's, and resumes either way with the same next steps. With offload
+// (f32, bf16 and f16 AdamW on stages 1-3) the losses and masters are bit-identical to the same
+// stage without it, and the allocator's counters show the masters, their gradients and the
+// optimizer state moved from the device to the host domain, byte for byte. Any failure aborts the
+// job naming the rank.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -25,6 +28,7 @@
 #include "optim/mixed_precision.h"
 #include "parallel/comm/mpi_runtime.h"
 #include "parallel/data/data_parallel.h"
+#include "parallel/zero/offload.h"
 #include "parallel/zero/sharded_optimizer.h"
 #include "tests/parallel/rank_check.h"
 
@@ -32,6 +36,8 @@ namespace tessera::parallel::zero {
 namespace {
 
 constexpr int64_t kIn = 32, kHidden = 64, kOut = 16, kMicro = 3;
+// Where ZeRO-Offload keeps the masters and optimizer state on this CPU-only machine.
+const Device kHost = offload_host_device(kCPU);
 
 // kIn -> kHidden, `hidden` layers kHidden -> kHidden, -> kOut, GELU between.
 class Mlp : public nn::Module {
@@ -77,7 +83,7 @@ struct Case {
 // Stage 0 (the trainer's plain path) or ZeRO stage 1 / 2, one step at a time.
 class Run {
  public:
-  Run(int stage, const Case& c, const std::shared_ptr<Communicator>& comm)
+  Run(int stage, const Case& c, const std::shared_ptr<Communicator>& comm, bool offload = false)
       : stage_(stage), case_(c), comm_(comm), model_(c.hidden) {
     if (c.dtype != DType::f32) model_.to(c.dtype);
     std::vector<optim::ParamGroup> groups =
@@ -89,9 +95,13 @@ class Run {
                                            DataParallelOptions{.bucket_cap_bytes = 4096});
     } else {
       // Small buckets: stage 2 reduces several during backward.
-      zero_ =
-          std::make_unique<ShardedOptimizer>(model_.named_parameters(), groups, c.optimizer, comm,
-                                             ZeroOptions{.stage = stage, .bucket_cap_bytes = 4096});
+      const int64_t device_before = memory_stats(kCPU).current_bytes;
+      const int64_t host_before = memory_stats(kHost).current_bytes;
+      zero_ = std::make_unique<ShardedOptimizer>(
+          model_.named_parameters(), groups, c.optimizer, comm,
+          ZeroOptions{.stage = stage, .bucket_cap_bytes = 4096, .offload = offload});
+      built_device_bytes = memory_stats(kCPU).current_bytes - device_before;
+      built_host_bytes = memory_stats(kHost).current_bytes - host_before;
     }
     if (c.scaler) {
       scaler_ = std::make_unique<optim::DynamicLossScaler>(
@@ -109,6 +119,8 @@ class Run {
     Tensor x = randn({kMicro * n * case_.accum, kIn}, {}, &gen);
     Tensor y = randn({kMicro * n * case_.accum, kOut}, {}, &gen);
     const int64_t start_bytes = memory_stats(kCPU).current_bytes;  // no gradient exists here
+    const int64_t start_host_bytes = memory_stats(kHost).current_bytes;
+    double step_loss = 0;
     reset_peak_memory(kCPU);
     for (int64_t m = 0; m < case_.accum; ++m) {
       std::optional<DataParallel::NoSyncGuard> dp_guard;
@@ -124,6 +136,7 @@ class Run {
         ym = to_dtype(ym, case_.dtype);
       }
       Tensor loss = mul(mean(square(sub(model_.forward(xm), ym))), 1.0 / double(case_.accum));
+      step_loss += loss.item();
       if (scaler_) loss = scaler_->scale_loss(loss);
       if (zero_ && stage_ >= 2) comm_->reset_stats();
       autograd::backward({loss});
@@ -139,8 +152,10 @@ class Run {
       masters_->grads_to_master();
       params = masters_->masters();
     }
+    losses.push_back(step_loss);
     if (s == 0) {
       grad_bytes = memory_stats(kCPU).current_bytes - start_bytes;
+      host_grad_bytes = memory_stats(kHost).current_bytes - start_host_bytes;
       peak_grad_bytes = memory_stats(kCPU).peak_bytes - start_bytes;
     }
     const bool found_inf = scaler_ ? scaler_->unscale(params) : false;
@@ -149,12 +164,17 @@ class Run {
       norm = zero_ ? zero_->clip_grad_norm(case_.clip) : optim::clip_grad_norm(params, case_.clip);
     norms.push_back(norm);
     const int64_t before = memory_stats(kCPU).current_bytes;
+    const int64_t host_before = memory_stats(kHost).current_bytes;
     if (scaler_) {
       scaler_->step(optimizer());
     } else {
       optimizer().step();
     }
-    if (state_bytes == 0) state_bytes = memory_stats(kCPU).current_bytes - before;
+    // The first step that updates creates the state (a skipped one does not).
+    if (state_bytes == 0 && host_state_bytes == 0) {
+      state_bytes = memory_stats(kCPU).current_bytes - before;
+      host_state_bytes = memory_stats(kHost).current_bytes - host_before;
+    }
     if (zero_) {
       zero_->gather_parameters();
       zero_->zero_grad();
@@ -202,7 +222,9 @@ class Run {
   int64_t skipped() const { return scaler_ ? scaler_->skipped_steps() : 0; }
   const ShardedOptimizer* zero() const { return zero_.get(); }
 
-  std::vector<double> norms;
+  std::vector<double> norms, losses;
+  int64_t built_device_bytes = 0, built_host_bytes = 0;  // held after the ShardedOptimizer's build
+  int64_t host_state_bytes = 0, host_grad_bytes = 0;     // as below, in the offload host domain
   int64_t state_bytes = 0;  // what the first optimizer step allocated: the optimizer state
   int64_t grad_bytes = 0;   // held after the first step's reduction: the gradients the step reads
   int64_t peak_grad_bytes = 0;  // the first step's peak above its start (backward and reduction)
@@ -343,6 +365,73 @@ void check_resume(const Case& c, const std::shared_ptr<Communicator>& comm) {
   }
 }
 
+// Offload against the same stage without it: the same losses and masters bit for bit (the host
+// steps the same shards with the same kernel), and the bytes moved from the device's counters to
+// the host's. S = this rank's shard elements; per S: masters 4, their gradient 4, AdamW state 8.
+void check_offload(const Case& c, const std::shared_ptr<Communicator>& comm) {
+  constexpr int64_t kSteps = 4;
+  for (int stage : {1, 2, 3}) {
+    const std::string what = str_cat(c.name, " stage ", stage, " offload");
+    Run plain(stage, c, comm);
+    for (int64_t s = 0; s < kSteps; ++s) plain.step(s);
+    Run off(stage, c, comm, /*offload=*/true);
+    for (int64_t s = 0; s < kSteps; ++s) off.step(s);
+    RANK_CHECK(off.zero()->offloaded() && off.zero()->shard_device() == kHost, what,
+               ": expected the shards in the host domain");
+    RANK_CHECK(off.losses == plain.losses, what, ": losses differ from the run without offload");
+    const Diff d = diff(off.masters(), plain.masters());
+    RANK_CHECK(d.max_diff == 0, what, ": masters differ by ", d.max_diff);
+    check_close(off.params(), plain.params(), 0, what + " params");
+    RANK_CHECK(off.skipped() == plain.skipped(), what, ": skipped ", off.skipped(), " vs ",
+               plain.skipped());
+
+    int64_t shard = 0;
+    for (const Tensor& t : off.zero()->shard_params()) shard += t.numel();
+    // Stage 3 f32 computes on its masters; under offload the device keeps a copy of them.
+    const bool compute_copy = stage == 3 && c.dtype == DType::f32;
+    RANK_CHECK(off.built_host_bytes == 4 * shard, what, ": host bytes after the build ",
+               off.built_host_bytes, ", expected the masters' ", 4 * shard);
+    RANK_CHECK(off.built_device_bytes == plain.built_device_bytes - (compute_copy ? 0 : 4 * shard),
+               what, ": device bytes after the build ", off.built_device_bytes, " vs ",
+               plain.built_device_bytes, " without offload");
+    RANK_CHECK(off.state_bytes == 0 && off.host_state_bytes == 8 * shard &&
+                   plain.state_bytes == 8 * shard && plain.host_state_bytes == 0,
+               what, ": optimizer state on the device ", off.state_bytes, " (without offload ",
+               plain.state_bytes, "), on the host ", off.host_state_bytes, ", expected ", 8 * shard);
+    RANK_CHECK(off.grad_bytes == 0 && off.host_grad_bytes == 4 * shard &&
+                   plain.grad_bytes == 4 * shard && plain.host_grad_bytes == 0,
+               what, ": reduced gradients on the device ", off.grad_bytes, " (without offload ",
+               plain.grad_bytes, "), on the host ", off.host_grad_bytes);
+    if (comm->rank() == 0)
+      std::printf(
+          "  %s: losses and masters bit-identical; device bytes per rank: build %lld vs %lld, "
+          "state %lld vs %lld, gradients %lld vs %lld; host: masters %lld, state %lld, gradients "
+          "%lld\n",
+          what.c_str(), static_cast<long long>(off.built_device_bytes),
+          static_cast<long long>(plain.built_device_bytes),
+          static_cast<long long>(off.state_bytes), static_cast<long long>(plain.state_bytes),
+          static_cast<long long>(off.grad_bytes), static_cast<long long>(plain.grad_bytes),
+          static_cast<long long>(off.built_host_bytes),
+          static_cast<long long>(off.host_state_bytes),
+          static_cast<long long>(off.host_grad_bytes));
+  }
+  // Checkpoints: an offloaded run's state is the plain optimizer's and resumes a plain stage 0 run
+  // and an offloaded stage 3 one. (Not with a loss scaler: its scale is no optimizer state.)
+  if (c.scaler) return;
+  Run base(0, c, comm);
+  for (int64_t s = 0; s < 4; ++s) base.step(s);
+  Run off(2, c, comm, /*offload=*/true);
+  for (int64_t s = 0; s < 2; ++s) off.step(s);
+  Run into_plain(0, c, comm);
+  into_plain.load(off.state(), off.masters());
+  for (int64_t s = 2; s < 4; ++s) into_plain.step(s);
+  check_close(into_plain.masters(), base.masters(), c.tol, c.name + " offload -> stage 0");
+  Run into_off(3, c, comm, /*offload=*/true);
+  into_off.load(off.state(), off.masters());
+  for (int64_t s = 2; s < 4; ++s) into_off.step(s);
+  check_close(into_off.masters(), base.masters(), c.tol, c.name + " offload -> stage 3 offload");
+}
+
 void check_errors(const std::shared_ptr<Communicator>& comm) {
   Mlp model;
   auto groups = optim::param_groups_with_decay(model.named_parameters(), 0.1);
@@ -361,6 +450,14 @@ void check_errors(const std::shared_ptr<Communicator>& comm) {
     threw = std::string(e.what()).find("expected stage 1") != std::string::npos;
   }
   RANK_CHECK(threw, "stage 4 must be refused");
+  threw = false;
+  try {
+    ShardedOptimizer z(model.named_parameters(), groups, {{"type", "sgd"}}, comm,
+                       {.stage = 2, .offload = true});
+  } catch (const ValueError& e) {
+    threw = std::string(e.what()).find("optimizer.type sgd with zero.offload") != std::string::npos;
+  }
+  RANK_CHECK(threw, "sgd with offload must be refused naming optimizer.type and zero.offload");
   // Found-inf is agreed before any rank acts: one rank's flag reaches every rank.
   ShardedOptimizer z(model.named_parameters(), groups, {{"type", "adamw"}}, comm, {.stage = 2});
   const optim::FoundInfReducer agree = z.found_inf_reducer();
@@ -403,6 +500,7 @@ int main(int argc, char** argv) {
     };
     if (world->rank() == 0) std::printf("zero on %d ranks:\n", world->size());
     for (const Case& c : cases) zero::check_case(c, world);
+    for (size_t k : {size_t(0), size_t(2), size_t(3)}) zero::check_offload(cases[k], world);
     zero::check_resume(cases[0], world);
     zero::check_resume(cases[3], world);
     zero::check_errors(world);

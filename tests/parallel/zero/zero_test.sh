@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ZeRO stages 1, 2 and 3 against stage 0 on 2 and 4 ranks (zero_ranks.cc: equal results, optimizer
-# state per rank, checkpoint state by name in both directions, refused optimizers), and stage 3's
+# state per rank, checkpoint state by name in both directions, offload bit-identical to no offload
+# with the masters, gradients and Adam state counted as host bytes, refused optimizers), and stage 3's
 # released parameters on bare ops (stage3_ranks.cc: the counters drop, gathers give the values,
 # views saved for backward, the recorded order and prefetch, writes kept, the step lands).
 # Usage: zero_test.sh ZERO_RANKS STAGE3_RANKS

@@ -5,8 +5,10 @@
 # evaluation and end-of-run sample equal stage 0's (every rank gathers the parameters they read);
 # stage-2 and stage-3 checkpoints resume under stage 0 and a stage-0 one under stages 2 and 3 with
 # the uninterrupted run's next losses (f32 and bf16), and a tp 2 x dp 2 stage-2 checkpoint resumes
-# on dp 2; what is not available (offload, LAMB / LARS, stage 3's keys under another stage) is
-# refused naming the key.
+# on dp 2; offload (masters and optimizer state on the host, stepped by the CPU Adam) gives the
+# same losses under stages 1 and 3; what is not available (offload without a stage, parameter
+# offload and chunk placement, LAMB / LARS, stage 3's keys under another stage) is refused naming
+# the key.
 # Usage: zero_test.sh TESSERA
 set -u
 here=$(dirname "$0")
@@ -47,6 +49,11 @@ train s1 2 "zero: stage 1 over 2 data ranks" --set zero.stage=1
 train s2 2 "zero: stage 2 over 2 data ranks" --set zero.stage=2 --set checkpoint.dir="$work/ck-s2"
 compare "stage 0 vs stage 1" "$work/s0.jsonl" "$work/s1.jsonl" 1e-5
 compare "stage 0 vs stage 2" "$work/s0.jsonl" "$work/s2.jsonl" 1e-5
+for stage in 1 3; do
+  train "s$stage-offload" 2 "masters and optimizer state offloaded to host memory" \
+    --set zero.stage=$stage --set zero.offload=true
+  compare "stage 0 vs stage $stage with offload" "$work/s0.jsonl" "$work/s$stage-offload.jsonl" 1e-5
+done
 
 # Stage 3 with its evaluation and the end-of-run sample: both read the parameters, so every rank
 # gathers them in step (a sample on rank 0 alone would hang); they print what stage 0 prints.
@@ -150,8 +157,15 @@ compare "next losses: tp 2 x dp 2 stage-2 checkpoint on dp 2 stage 0" "$work/tp2
 
 mpi 2 60 "$tessera" train --config "$cfg" --set zero.stage=2 --set zero.prefetch=2
 expect_error "stage 3's prefetch under stage 2" "zero.prefetch is a ZeRO stage 3 setting" 30
-mpi 2 60 "$tessera" train --config "$cfg" --set zero.stage=1 --set zero.offload=true
-expect_error "offload" "zero.offload: offloading the ZeRO optimizer to CPU memory is not available" 30
+mpi 2 60 "$tessera" train --config "$cfg" --set zero.stage=1 --set zero.offload=true \
+  --set optimizer.type=sgd
+expect_error "offload with sgd" "optimizer.type sgd with zero.offload" 30
+mpi 2 60 "$tessera" train --config "$cfg" --set zero.offload=true
+expect_error "offload without a stage" "zero.offload keeps the ZeRO optimizer's shards on the host, so it needs zero.stage 1, 2 or 3, got zero.stage 0" 30
+for key in offload_params placement device_memory_limit chunk_mb; do
+  mpi 2 60 "$tessera" train --config "$cfg" --set zero.stage=3 --set zero.$key=1
+  expect_error "zero.$key" "zero.$key: parameter offload and chunk placement are not available" 30
+done
 mpi 2 60 "$tessera" train --config "$cfg" --set zero.stage=2 --set optimizer.type=lamb
 expect_error "lamb under ZeRO" "optimizer.type lamb with zero.stage 2" 30
 n=$(grep -c "optimizer.type lamb with zero.stage 2" "$LOG")
