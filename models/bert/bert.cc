@@ -24,7 +24,7 @@ Tensor key_mask(const Tensor& attention_mask, const Shape& want) {
 }  // namespace
 
 Bert::Bert(const BertConfig& config, const nn::BuildContext& ctx)
-    : config_(config), seq_(ctx), split2d_(ctx) {
+    : config_(config), seq_(ctx), split2d_(ctx), sp_(ctx) {
   config.validate();
   const BertConfig& c = config_;
   // Parameter counts that balance the "parameters" partition (the embeddings on the first stage,
@@ -146,13 +146,22 @@ Tensor Bert::mlm_logits(const Tensor& hidden) {
 }
 
 Tensor Bert::mlm_loss(const Tensor& hidden, const Tensor& labels) {
-  TS_CHECK(labels.defined() && hidden.defined() && labels.dim() == 2 &&
-               labels.size(0) == split2d_.batch(hidden) && labels.size(1) == hidden.size(1),
+  // Under parallel.sequence the hidden states hold T/S of the labels' T positions.
+  const int64_t parts = sp_.on() ? sp_.size() : 1;
+  TS_CHECK(labels.defined() && hidden.defined() && labels.dim() == 2 && hidden.dim() == 3 &&
+               labels.size(0) == split2d_.batch(hidden) && labels.size(1) == hidden.size(1) * parts,
            "Bert.mlm_loss", "expected labels (B, T) matching the hidden states ",
-           hidden.defined() ? hidden.describe() : "undefined", ", got ",
+           hidden.defined() ? hidden.describe() : "undefined",
+           parts > 1 ? " (this rank's T / parallel.sequence positions)" : "", ", got ",
            labels.defined() ? labels.describe() : "undefined");
   TS_CHECK(mlm_ != nullptr, "Bert.mlm_loss", "expected a model built with mlm_head, got none");
-  return mlm_->loss(hidden, as_i64(labels));
+  if (!sp_.on()) return mlm_->loss(hidden, as_i64(labels));
+  // The sum over this rank's labelled positions, scaled by the whole sequences' count.
+  const Tensor local = sp_.take(as_i64(labels), 1);  // (B, T/S)
+  const Tensor host = local.to(kCPU).contiguous();
+  int64_t count = 0;
+  for (int64_t i = 0; i < host.numel(); ++i) count += host.data<int64_t>()[i] != -100 ? 1 : 0;
+  return sp_.mean_share(mlm_->loss(hidden, local, {.reduction = "sum"}), count);
 }
 
 Tensor Bert::classify(const Tensor& hidden) {

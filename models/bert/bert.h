@@ -13,6 +13,7 @@
 #include "models/nn/nn.h"
 #include "models/nn/parallel/split_2d.h"
 #include "models/nn/pipeline_stage.h"
+#include "models/nn/sequence_shard.h"
 
 namespace tessera::bert {
 
@@ -34,13 +35,20 @@ class Bert : public nn::Module {
   // the whole (B, T, C), which the heads below use replicated. The mask stays (B, T): attention
   // gathers its keys, so it masks the whole sequence. Under 2D tensor parallelism the result is
   // this rank's block (B / q, T, C / q), which the heads below take (their losses and logits are
-  // the whole batch's); the mask stays (B, T). Refused under pipeline parallelism.
+  // the whole batch's); the mask stays (B, T). Under the paper's sequence parallelism
+  // (parallel.sequence = S > 1) the result is this rank's positions (B, T/S, C) (rank r holds
+  // [r T/S, (r + 1) T/S)), which the heads below take; the mask stays (B, T), the whole sequence's
+  // keys, as sequence-parallel attention wants it. Refused under pipeline parallelism.
   Tensor forward(const Tensor& ids, const Tensor& token_type_ids = Tensor(),
                  const Tensor& attention_mask = Tensor());
 
-  // Masked-LM logits (B, T, vocab) from hidden states; needs config.mlm_head.
+  // Masked-LM logits (B, T, vocab) from hidden states; needs config.mlm_head. Under
+  // parallel.sequence: this rank's positions' logits (B, T/S, vocab).
   Tensor mlm_logits(const Tensor& hidden);
   // Mean cross-entropy over the labelled positions of labels (B, T) (-100: not masked, ignored).
+  // Under parallel.sequence labels are the whole (B, T) and the result is this rank's share of the
+  // mean over every labelled position of the sequences (SequenceShard::mean_share: the ranks hold
+  // different numbers of them), so the mean over the sequence ranks is the serial loss.
   Tensor mlm_loss(const Tensor& hidden, const Tensor& labels);
   // Sequence-classification logits (B, num_labels) from the pooled [CLS] token; needs
   // config.num_labels > 0.
@@ -63,11 +71,15 @@ class Bert : public nn::Module {
   // Under pipeline parallelism: null off global stage 0, and the held blocks only.
   const std::shared_ptr<BertEmbeddings>& embeddings() const { return embeddings_; }
   const std::shared_ptr<nn::ModuleList>& blocks() const { return h_; }
+  // How the sequence is split over parallel.sequence (off: whole); labels (B, T) -> this rank's
+  // positions with sequence_shard().take(labels, 1).
+  const nn::SequenceShard& sequence_shard() const { return sp_; }
 
  private:
   BertConfig config_;
   nn::SequenceSplit seq_;  // off unless parallel.tensor.sequence_parallel
   nn::Split2D split2d_;    // off unless parallel.tensor.mode 2d
+  nn::SequenceShard sp_;   // off unless parallel.sequence > 1 (the paper's sequence parallelism)
   std::shared_ptr<BertEmbeddings> embeddings_;
   std::shared_ptr<nn::ModuleList> h_;
   std::shared_ptr<BertMLMHead> mlm_;

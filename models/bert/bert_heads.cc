@@ -6,7 +6,7 @@
 namespace tessera::bert {
 
 BertEmbeddings::BertEmbeddings(const BertConfig& c, const nn::BuildContext& ctx)
-    : max_positions_(c.max_positions), seq_(ctx) {
+    : max_positions_(c.max_positions), seq_(ctx), sp_(ctx) {
   word_ = register_module(
       "word_embeddings",
       nn::make_embedding({.num_embeddings = c.vocab_size, .dim = c.d_model, .init_std = c.init_std},
@@ -34,6 +34,16 @@ Tensor BertEmbeddings::forward(const Tensor& ids, const Tensor& token_type_ids) 
            "expected token_type_ids of the ids' shape ", shape_str(ids.shape()), ", got ",
            token_type_ids.describe());
   seq_.check_length("Bert", t);  // before any collective, on every rank
+  sp_.check_length("Bert", t);
+  if (sp_.on()) {
+    // This rank's positions: its ids and token types, the position embeddings at their global
+    // index; LayerNorm and dropout (drawn at the chunk's serial counters) on the shard.
+    Tensor x =
+        word_->forward(sp_.take(ids, 1)) + position_->forward(sp_.positions(t, ids.device()));
+    x = token_type_ids.defined() ? x + token_type_->forward(sp_.take(token_type_ids, 1))
+                                 : x + token_type_->row(0);
+    return dropout_->forward(layer_norm_->forward(x));  // (B, T/S, C)
+  }
   Tensor pos = arange(0, double(t), 1.0, {.dtype = DType::i64, .device = ids.device()});  // (T)
   // Sequence parallel: the word embedding gives this rank's rows (B, T/P, C); the positions and
   // token types, looked up whole, are cut to the same rows.
@@ -76,11 +86,12 @@ Tensor BertMLMHead::forward(const Tensor& hidden) {
   return decoder_->forward(transform(hidden));  // (B, T, V)
 }
 
-Tensor BertMLMHead::loss(const Tensor& hidden, const Tensor& labels) {
-  return decoder_->loss(transform(hidden), labels);
+Tensor BertMLMHead::loss(const Tensor& hidden, const Tensor& labels,
+                         const CrossEntropyOptions& opts) {
+  return decoder_->loss(transform(hidden), labels, opts);
 }
 
-BertPooler::BertPooler(const BertConfig& c, const nn::BuildContext& ctx) {
+BertPooler::BertPooler(const BertConfig& c, const nn::BuildContext& ctx) : sp_(ctx) {
   dense_ = register_module(
       "dense",
       nn::make_linear({.in_features = c.d_model, .out_features = c.d_model, .init_std = c.init_std},
@@ -91,7 +102,7 @@ Tensor BertPooler::forward(const Tensor& hidden) {
   TS_CHECK(hidden.defined() && hidden.dim() == 3 && hidden.size(1) >= 1, "BertPooler",
            "expected hidden states (B, T >= 1, C), got ",
            hidden.defined() ? hidden.describe() : "undefined");
-  return tanh(dense_->forward(select(hidden, 1, 0)));  // (B, C)
+  return tanh(dense_->forward(sp_.first_token(hidden)));  // (B, C)
 }
 
 }  // namespace tessera::bert

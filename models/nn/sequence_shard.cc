@@ -4,6 +4,7 @@
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "core/factory.h"
+#include "parallel/tensor/region_ops.h"
 
 namespace tessera::nn {
 
@@ -42,6 +43,30 @@ seq::SequenceAttentionArgs SequenceShard::attention_args() const {
   args.group = group_;
   args.layout = seq::SequenceLayout::contiguous;
   return args;
+}
+
+Tensor SequenceShard::first_token(const Tensor& local) const {
+  TS_CHECK(local.defined() && local.dim() == 3 && local.size(1) >= 1, "SequenceShard.first_token",
+           "expected tokens (B, T/S >= 1, C), got ",
+           local.defined() ? local.describe() : "undefined");
+  const Tensor row = select(local, 1, 0);  // (B, C)
+  if (!on()) return row;
+  // Every rank contributes (rank 0 its row, the others zeros tied to their shard), so the
+  // collectives' backward nodes exist, and run, on every rank.
+  namespace tp = parallel::tensor;
+  return tp::copy_to_region(tp::reduce_from_region(mul(row, rank_ == 0 ? 1.0 : 0.0), group_),
+                            group_);
+}
+
+Tensor SequenceShard::mean_share(const Tensor& local_sum, int64_t local_count) const {
+  if (!on()) return div(local_sum, double(local_count));
+  Tensor count = full({1}, double(local_count), {.dtype = DType::i64});
+  group_->all_reduce(count)->wait();
+  const int64_t total = count.data<int64_t>()[0];
+  TS_CHECK(total > 0, "SequenceShard.mean_share",
+           "expected at least one counted token in the whole sequence, got none over the ", size_,
+           " ranks");
+  return mul(local_sum, double(size_) / total);
 }
 
 }  // namespace tessera::nn

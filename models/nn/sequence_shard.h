@@ -40,9 +40,21 @@ class SequenceShard {
   // The attention arguments' sequence part (mode, group, layout); undefined group when off.
   parallel::sequence::SequenceAttentionArgs attention_args() const;
 
+  // The whole sequence's first token (B, C) (BERT's [CLS], ViT's class token) on every rank, from
+  // this rank's shard local (B, T/S, C): rank 0 holds it and an all-reduce hands it to the
+  // others. Its backward all-reduces too, so rank 0's row gets the gradient of every rank's loss
+  // (each rank computes the heads that read the token). Off: select(local, 1, 0).
+  Tensor first_token(const Tensor& local) const;
+  // This rank's share of a mean over tokens that the ranks' shards hold unequal numbers of (BERT's
+  // masked positions): local_sum, the sum of a per-token loss over this rank's local_count tokens,
+  // times S / (the group's total count). The mean over the group's ranks, which the trainer takes,
+  // is then the whole sequence's mean, and so are its gradients. Off: local_sum / local_count.
+  Tensor mean_share(const Tensor& local_sum, int64_t local_count) const;
+
  private:
   int size_ = 1, rank_ = 0;
-  parallel::sequence::SequenceAttentionMode mode_ = parallel::sequence::SequenceAttentionMode::ring_flash;
+  parallel::sequence::SequenceAttentionMode mode_ =
+      parallel::sequence::SequenceAttentionMode::ring_flash;
   std::shared_ptr<parallel::Communicator> group_;
 };
 

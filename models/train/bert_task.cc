@@ -93,8 +93,10 @@ class BertTask : public Task {
     val_mask.seed = mask_.seed + 1;
     double loss_sum = 0, correct = 0, count = 0;
     // Adds a batch's summed loss, correct predictions and labelled positions.
-    auto score = [&](const Tensor& logits, const Tensor& labels_cpu) {  // (B, T, V), (B, T)
-      Tensor loss = cross_entropy(logits, labels_cpu.to(device_));
+    // Under parallel.sequence the logits are this rank's positions, scored against their labels;
+    // the sums over the data x sequence group are the whole sequences' (a shard may hold none).
+    auto score = [&](const Tensor& logits, const Tensor& all_labels) {  // (B, T, V), (B, T)
+      const Tensor labels_cpu = model_->sequence_shard().take(all_labels, 1);
       Tensor pred = argmax(logits, -1).to(kCPU).contiguous();  // (B, T)
       const Tensor labels = labels_cpu.contiguous();
       const int64_t* p = pred.data<int64_t>();
@@ -105,7 +107,7 @@ class BertTask : public Task {
         n += 1;
         correct += p[k] == y[k] ? 1 : 0;
       }
-      loss_sum += loss.item() * n;
+      if (n > 0) loss_sum += cross_entropy(logits, labels_cpu.to(device_)).item() * n;
       count += n;
     };
     if (pipeline_) {

@@ -6,7 +6,7 @@
 namespace tessera::vit {
 
 ViT::ViT(const ViTConfig& config, const nn::BuildContext& ctx)
-    : config_(config), seq_(ctx), split2d_(ctx) {
+    : config_(config), seq_(ctx), split2d_(ctx), sp_(ctx) {
   Generator& gen = ctx.generator();
   config.validate();
   const ViTConfig& c = config_;
@@ -15,6 +15,18 @@ ViT::ViT(const ViTConfig& config, const nn::BuildContext& ctx)
            " + 1 = ", c.num_patches() + 1, ", image_size ", c.image_size, " / patch_size ",
            c.patch_size, " squared, plus the class token) divisible by parallel.tensor.size ",
            seq_.parts(), " under parallel.tensor.sequence_parallel");
+  if (sp_.on()) {
+    const int64_t tokens = c.num_patches() + 1;
+    sequence_padding_ = (sp_.size() - tokens % sp_.size()) % sp_.size();
+    // Dropout draws the serial masks at the serial layer's (token, feature) and (query, key)
+    // counters, which a padded sequence does not have.
+    TS_CHECK(sequence_padding_ == 0 || (c.dropout == 0.0 && c.attn_dropout == 0.0), "ViT",
+             "expected dropout and attn_dropout 0 when the token sequence (num_patches + 1 = ",
+             c.num_patches(), " + 1 = ", tokens, ") does not divide by parallel.sequence ",
+             sp_.size(), " and is padded to ", tokens + sequence_padding_,
+             " (masked keys), got dropout ", c.dropout, " and attn_dropout ", c.attn_dropout,
+             "; or pick an image_size / patch_size whose (image_size / patch_size)^2 + 1 divides");
+  }
   // Parameter counts that balance the "parameters" partition (the embeddings on the first stage,
   // the head on the last).
   const int64_t d = c.d_model, hidden = c.mlp_hidden > 0 ? c.mlp_hidden : 4 * d;
@@ -95,18 +107,45 @@ Tensor ViT::embed(const Tensor& images) {
   // Sequence parallel: the patches, class token and positions are computed whole on every rank
   // and cut to this rank's rows, whose backward all-gathers the serial gradient of the whole.
   Tensor x = seq_.scatter(cat({cls, patches}, 1) + split2d_.features(pos_embed_), nn::kSequenceDim);
-  return drop_->forward(x);  // (B, N + 1, D); sequence parallel: (B, (N + 1)/P, D)
+  // parallel.sequence: when N + 1 does not divide by S, zeros are appended up to a multiple of S
+  // (keys that every block masks out, rows that reach no loss).
+  if (sequence_padding_ > 0) {
+    const Tensor pad =
+        zeros({b, sequence_padding_, x.size(2)}, {.dtype = x.dtype(), .device = x.device()});
+    x = cat({x, pad}, 1);  // (B, T', D), T' a multiple of S
+  }
+  // parallel.sequence: likewise this rank's contiguous T'/S tokens (rank 0's start with the class
+  // token); the embedding dropout draws that chunk of the serial mask.
+  x = sp_.take(x, nn::kSequenceDim);
+  // (B, N + 1, D); tensor.sequence_parallel: (B, (N + 1)/P, D); parallel.sequence: (B, T'/S, D)
+  return drop_->forward(x);
 }
 
 Tensor ViT::run_blocks(Tensor x, int64_t begin, int64_t end) {
-  for (int64_t i = begin; i < end; ++i) x = h_->at<nn::Block>(size_t(block_slot_[i]))->forward(x);
+  // Under parallel.sequence with padding: the whole padded sequence's key mask (B, T'), true for
+  // the class token and the patches.
+  Tensor mask;
+  if (sequence_padding_ > 0) {
+    const int64_t tokens = config_.num_patches() + 1;
+    Tensor keep = ones({x.size(0), tokens + sequence_padding_}, {.device = x.device()});
+    keep.narrow(1, tokens, sequence_padding_).zero_();
+    mask = ne(keep, zeros_like(keep));  // (B, T') bool
+  }
+  for (int64_t i = begin; i < end; ++i)
+    x = h_->at<nn::Block>(size_t(block_slot_[i]))->forward(x, mask);
   return x;
 }
 
 Tensor ViT::forward(const Tensor& images) {
   TS_CHECK(!stage_.pipelined(), "ViT", "expected the whole model on this rank, got pipeline stage ",
            stage_.rank(), " of ", stage_.ranks(), " (use stage_forward)");
-  Tensor x = run_blocks(embed(images), 0, config_.n_layers);
+  return head(run_blocks(embed(images), 0, config_.n_layers));  // (B, num_classes)
+}
+
+Tensor ViT::head(const Tensor& x) {
+  // parallel.sequence: the class token's final state from rank 0, as a one-token sequence for
+  // the head's class-token pooling; every rank computes the same logits.
+  if (sp_.on()) return head_->forward(unsqueeze(sp_.first_token(x), 1));
   // The head pools the class token (row 0): the whole sequence on every rank, head replicated.
   return head_->forward(seq_.gather(x, nn::kSequenceDim));  // (B, num_classes)
 }
@@ -115,7 +154,7 @@ Tensor ViT::stage_forward(int chunk, const Tensor& input, const Tensor& labels) 
   const parallel::pipeline::BlockRange blocks = stage_.chunk_blocks(chunk);
   Tensor x = run_blocks(stage_.first_chunk(chunk) ? embed(input) : input, blocks.begin, blocks.end);
   if (!stage_.last_chunk(chunk)) return x;
-  Tensor logits = head_->forward(seq_.gather(x, nn::kSequenceDim));  // (B, num_classes)
+  Tensor logits = head(x);  // (B, num_classes)
   if (!labels.defined()) return logits;
   return cross_entropy(logits, labels.dtype() == DType::i64 ? labels : labels.to(DType::i64));
 }

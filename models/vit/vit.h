@@ -11,6 +11,7 @@
 #include "models/nn/parallel/sequence_1d.h"
 #include "models/nn/parallel/split_2d.h"
 #include "models/nn/pipeline_stage.h"
+#include "models/nn/sequence_shard.h"
 #include "models/vit/vit_config.h"
 
 namespace tessera::vit {
@@ -27,7 +28,14 @@ class ViT : public nn::Module {
   // (B / q, N + 1, D / q): the class token and positions (held whole) are cut to its features,
   // and the head gives the whole batch's logits. Under pipeline parallelism this rank builds only
   // its stages' layers (pipeline_stage.h), with the serial model's weights: the embeddings on
-  // global stage 0, the head on the last one.
+  // global stage 0, the head on the last one. Under the paper's sequence parallelism
+  // (parallel.sequence = S > 1) the token sequence [class token, patch 0, .., patch N - 1] is split
+  // contiguously, (N + 1)/S tokens per rank, so rank 0's shard starts with the class token; the
+  // blocks run on the shards, and the head reads the class token's final state, handed from rank 0
+  // to every rank (SequenceShard::first_token), so each rank computes the serial logits and loss.
+  // When N + 1 does not divide by S (square grids never split in 4), the sequence is padded at
+  // its end to a multiple of S with keys every block masks out; dropout must then be off (its
+  // serial masks are drawn over N + 1 tokens).
   ViT(const ViTConfig& config, const nn::BuildContext& ctx);
   std::string type_name() const override { return "ViT"; }
 
@@ -54,6 +62,8 @@ class ViT : public nn::Module {
   ViTConfig config_;
   nn::SequenceSplit seq_;  // off unless parallel.tensor.sequence_parallel
   nn::Split2D split2d_;    // off unless parallel.tensor.mode 2d
+  nn::SequenceShard sp_;   // off unless parallel.sequence > 1 (the paper's sequence parallelism)
+  int64_t sequence_padding_ = 0;  // parallel.sequence: tokens appended to make N + 1 divide by S
   std::shared_ptr<nn::PatchEmbedding> patch_embed_;
   Tensor cls_token_, pos_embed_;
   std::shared_ptr<nn::Dropout> drop_;
@@ -64,6 +74,7 @@ class ViT : public nn::Module {
 
   Tensor embed(const Tensor& images);  // (B, N + 1, D); sequence parallel: this rank's rows
   Tensor run_blocks(Tensor x, int64_t begin, int64_t end);
+  Tensor head(const Tensor& x);  // the final tokens (sharded or not) -> logits (B, num_classes)
 };
 
 }  // namespace tessera::vit

@@ -3,7 +3,10 @@
 # parallel.sequence.size=S`: the tiny GPT with dropout on, each attention mode (ring, all_to_all,
 # ring_flash) on 2 and 4 sequence ranks and sp 2 x ZeRO 2 give the serial run's
 # losses (1e-5 relative), validation loss and generated sample; a sequence-parallel checkpoint
-# resumes serially; layouts that cannot split are refused naming the numbers.
+# resumes serially; layouts that cannot split are refused naming the numbers. Then BERT (masked LM:
+# the loss a mean over masked positions that fall unevenly on the shards) and ViT (the class token
+# on rank 0, 7 x 7 patches + 1 = 50 tokens) with dropout on, in each mode on 2 ranks, sp 2 x ZeRO 2
+# and sp 2 x dp 2, give the serial (dp 2) run's losses within 1e-4 relative and its validation line.
 # Usage: sequence_test.sh TESSERA
 set -u
 here=$(dirname "$0")
@@ -70,6 +73,60 @@ for from in serial sp2; do
 done
 compare "next losses: sp 2 checkpoint resumed serially" "$work/next-serial.jsonl" \
   "$work/next-sp2.jsonl" 1e-5
+
+# BERT and ViT: serial, each mode on 2 ranks, dp 2 against sp 2 x dp 2; dropout on.
+same_eval() {  # same_eval NAME WANT_LOG PATTERN
+  local want got
+  want=$(grep -o "$3" "$work/$2.log")
+  got=$(grep -o "$3" "$work/$1.log")
+  if [ -n "$want" ] && [ "$want" = "$got" ]; then echo "ok: $1: validation equals $2 ($got)"
+  else fail "$1: validation '$got' vs '$want'"; fi
+}
+gpt_common=("${common[@]}")  # train() reads common: each model's own below
+for model in bert vit; do
+  common=(--config "$here/../../../tools/configs/$model-tiny.json" --set train.steps=4
+          --set schedule.warmup_steps=2 --set logging.log_every=1 --set train.batch_size=8
+          --set train.eval_every=4 --set train.eval_batches=2 --set model.dropout=0.1
+          --set model.attn_dropout=0.1 --set checkpoint.dir=)
+  [ "$model" = vit ] && common+=(--set model.image_size=28)
+  [ "$model" = bert ] && val="val mlm loss [0-9.]*" || val="val loss [0-9.]*"
+  train "$model-serial" 1 "step 4/4"
+  for mode in ring all_to_all ring_flash; do
+    train "$model-sp2-$mode" 2 "sequence parallel: $mode attention over 2 ranks" \
+      --set parallel.sequence.size=2 --set parallel.sequence.mode=$mode
+    compare "$model sp 2 $mode vs serial" "$work/$model-serial.jsonl" "$work/$model-sp2-$mode.jsonl" 1e-4
+    same_eval "$model-sp2-$mode" "$model-serial" "$val"
+  done
+  train "$model-sp2z2" 2 "zero: stage 2" --set parallel.sequence=2 --set zero.stage=2
+  compare "$model sp 2 x ZeRO 2 vs serial" "$work/$model-serial.jsonl" "$work/$model-sp2z2.jsonl" 1e-4
+  train "$model-dp2" 2 "data parallel 2" --set parallel.data=2
+  train "$model-sp2dp2" 4 "data parallel 2" --set parallel.sequence=2
+  compare "$model sp 2 x dp 2 vs dp 2" "$work/$model-dp2.jsonl" "$work/$model-sp2dp2.jsonl" 1e-4
+  same_eval "$model-sp2dp2" "$model-dp2" "$val"
+done
+common=("${gpt_common[@]}")
+# ViT's 50 tokens do not split over 4 ranks: padded to 52 with masked keys, dropout off.
+common=(--config "$here/../../../tools/configs/vit-tiny.json" --set train.steps=4
+        --set schedule.warmup_steps=2 --set logging.log_every=1 --set train.batch_size=8
+        --set train.eval_every=4 --set train.eval_batches=2 --set model.image_size=28
+        --set checkpoint.dir=)
+train vit-serial-nodrop 1 "step 4/4"
+train vit-sp4-padded 4 "sequence parallel: ring_flash attention over 4 ranks" --set parallel.sequence=4
+compare "vit sp 4 padded (50 tokens to 52) vs serial" "$work/vit-serial-nodrop.jsonl" \
+  "$work/vit-sp4-padded.jsonl" 1e-4
+same_eval vit-sp4-padded vit-serial-nodrop "val loss [0-9.]*"
+common=("${gpt_common[@]}")
+mpi 2 60 "$tessera" train --config "$here/../../../tools/configs/vit-tiny.json" --set parallel.sequence=2 \
+  --set model.dropout=0.1
+expect_error "ViT tokens not divisible, with dropout" \
+  "num_patches + 1 = (model.image_size 32 / model.patch_size 4)^2 + 1 = 65 (the class token, held by rank 0, and the patches) is not divisible by 2, so it is padded to 66 tokens with masked keys: expected model.dropout and model.attn_dropout 0" 30
+mpi 2 60 "$tessera" train --config "$here/../../../tools/configs/bert-tiny.json" --set parallel.sequence=2 \
+  --set train.seq_len=31
+expect_error "BERT odd sequence length" \
+  "sequence length (train.seq_len or model.max_positions) 31 divisible by 2" 30
+mpi 2 60 "$tessera" train --config "$here/../../../tools/configs/vit-tiny.json" --set parallel.sequence.size=2 \
+  --set parallel.sequence.mode=all_to_all --set model.image_size=28 --set model.n_heads=3 --set model.d_model=96
+expect_error "ViT heads for all_to_all" "model.n_heads 3 divisible by 2" 30
 
 mpi 2 60 "$tessera" train "${common[@]}" --set parallel.sequence=2 --set train.seq_len=31
 expect_error "odd sequence length" "sequence length (train.seq_len or model.context_length) 31 divisible by 2" 30
