@@ -40,11 +40,24 @@ Shape Placement::local_shape() const {
   return out;
 }
 
+bool Placement::counted_copy() const {
+  for (const ShardReplica& r : replicas)
+    if (r.index != 0) return false;
+  return true;
+}
+
+int Placement::copies() const {
+  int n = 1;
+  for (const ShardReplica& r : replicas) n *= r.parts;
+  return n;
+}
+
 std::string Placement::describe() const {
   if (replicated()) return "replicated " + shape_str(global_shape);
   std::string s = "sharded " + shape_str(view_shape());
   for (const ShardSplit& sp : splits)
     s += str_cat(" dim ", sp.dim, " / ", sp.parts, " over ", sp.group);
+  for (const ShardReplica& r : replicas) s += str_cat(" x ", r.parts, " copies over ", r.group);
   return s;
 }
 

@@ -30,12 +30,27 @@ struct ShardSplit {
   std::string group;
 };
 
+// A group over which this rank's shard is repeated (2.5D's weight blocks over the depth layers,
+// "2.5d_dep"): its `parts` members hold the same values and, after backward, the same gradient
+// (the layers sum it over the group), so a global norm counts the copy at `index` 0 only and a
+// checkpoint needs one of them. `index`: this rank's rank in that group.
+struct ShardReplica {
+  std::string group;
+  int parts = 1;
+  int index = 0;
+};
+
 struct Placement {
-  Shape global_shape;              // the serial tensor's shape
-  Shape view;                      // global regrouped / padded (empty: global_shape itself)
-  std::vector<ShardSplit> splits;  // none: replicated over the tensor group
+  Shape global_shape;                  // the serial tensor's shape
+  Shape view;                          // global regrouped / padded (empty: global_shape itself)
+  std::vector<ShardSplit> splits;      // none: replicated over the tensor group
+  std::vector<ShardReplica> replicas;  // of a sharded placement; none: this shard is unique
 
   bool replicated() const { return splits.empty(); }
+  // A sharded placement's copy that counts (index 0 in every replica group; true without any).
+  bool counted_copy() const;
+  // How many ranks hold this shard (the product of the replica groups' sizes).
+  int copies() const;
   const Shape& view_shape() const { return view.empty() ? global_shape : view; }
   // The shape of this rank's piece of the view, and where it starts in the view.
   Shape local_view() const;
@@ -45,7 +60,8 @@ struct Placement {
   Shape local_shape() const;
   // True when the view pads the global tensor (then to_global narrows each dimension).
   bool padded() const;
-  std::string describe() const;  // "sharded (3, 768, 768) dim 1 / 4 over tensor" or "replicated"
+  // "sharded (3, 768, 768) dim 1 / 4 over tensor" (+ " x 2 copies over 2.5d_dep") or "replicated"
+  std::string describe() const;
 };
 
 // A replicated parameter of `shape`.

@@ -25,6 +25,29 @@ void SummaGrid::check(const char* op) const {
   TS_CHECK(row->device_type() == col->device_type(), op,
            "expected the row and column groups on one device type, got ", row->backend(), " and ",
            col->backend());
+  TS_CHECK((dep == nullptr) == (batch == nullptr), op,
+           "expected both a depth and a batch group (2.5D) or neither (2D), got only the ",
+           dep ? "depth" : "batch", " group");
+  if (!dep) return;
+  TS_CHECK(batch->size() == dep->size() * q() && batch->rank() == batch_index(), op,
+           "expected the batch group '", batch->name(), "' to stack the ", dep->size(),
+           " depth layers of the ", q(), " x ", q(), " grid (", dep->size() * q(),
+           " ranks, this one at ", batch_index(), "), got ", batch->size(), " ranks, this one at ",
+           batch->rank());
+}
+
+std::string batch_split_text(const SummaGrid& grid) {
+  const int q = grid.q(), d = grid.depth();
+  if (d == 1)
+    return str_cat("the 2D grid side q = ", q,
+                   " (2D tensor parallelism splits the batch over the grid rows)");
+  return str_cat("depth x q = ", d, " x ", q, " = ", d * q,
+                 " (2.5D tensor parallelism splits the batch over the ", d,
+                 " depth layers, then the ", q, " grid rows)");
+}
+
+Tensor depth_replica(const Tensor& x, const SummaGrid& grid) {
+  return copy_to_region(x, grid.dep);  // the identity without a depth group (or of one rank)
 }
 
 namespace {
@@ -242,15 +265,15 @@ void check_layout(const char* op, const Tensor& x, const SummaGrid& grid) {
 Tensor split_2d(const Tensor& x, const SummaGrid& grid) {
   check_layout("split_2d", x, grid);
   const int q = grid.q();
-  TS_CHECK(x.size(0) % q == 0 && x.size(-1) % q == 0, "split_2d",
-           "expected the batch (dim 0) and hidden (last dim) of shape ", shape_str(x.shape()),
-           " divisible by the grid side ", q);
-  return scatter_to_region(scatter_to_region(x, 0, grid.col), -1, grid.row);
+  TS_CHECK(x.size(0) % grid.batch_parts() == 0 && x.size(-1) % q == 0, "split_2d",
+           "expected the batch (dim 0) of shape ", shape_str(x.shape()), " divisible by ",
+           batch_split_text(grid), " and its hidden (last dim) divisible by the grid side ", q);
+  return scatter_to_region(scatter_to_region(x, 0, grid.batch_group()), -1, grid.row);
 }
 
 Tensor gather_2d(const Tensor& x, const SummaGrid& grid) {
   check_layout("gather_2d", x, grid);
-  return gather_from_region(gather_from_region(x, -1, grid.row), 0, grid.col);
+  return gather_from_region(gather_from_region(x, -1, grid.row), 0, grid.batch_group());
 }
 
 }  // namespace tessera::parallel::tensor

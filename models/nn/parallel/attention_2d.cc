@@ -15,8 +15,8 @@ AttentionSplit split_2d(const AttentionSpec& spec, const BuildContext& ctx) {
            " (each grid column computes n_heads / q of the heads)");
   return {.head_parts = q,
           .head_index = grid.grid_col(),
-          .batch_parts = q,
-          .batch_index = grid.grid_row()};
+          .batch_parts = grid.batch_parts(),
+          .batch_index = grid.batch_index()};
 }
 
 }  // namespace

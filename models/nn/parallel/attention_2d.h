@@ -7,7 +7,8 @@
 //           chunk's rows; attention dropout draws the serial layer's mask at these heads and rows
 //   c_proj  Linear2D: the heads' outputs (B / q, T, C / q), features chunk s, are its input block
 // Needs n_heads and a batch divisible by q (and d_model by q^2, for the Linear2D biases).
-// Communication: that of the two Linear2D; the attention itself is local.
+// Under 2.5D the same on each depth layer's batch slice: batch chunk batch_index() of d q
+// (summa.h). Communication: that of the two Linear2D; the attention itself is local.
 #pragma once
 
 #include "models/nn/attention.h"
@@ -17,7 +18,7 @@ namespace tessera::nn {
 
 class MultiHeadAttention2D final : public MultiHeadAttention {
  public:
-  // ctx must be tensor-parallel in mode 2d.
+  // ctx must be tensor-parallel in mode 2d or 2.5d.
   MultiHeadAttention2D(const AttentionSpec& spec, const BuildContext& ctx);
   std::string type_name() const override { return "MultiHeadAttention2D"; }
 };

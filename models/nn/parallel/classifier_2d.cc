@@ -29,8 +29,9 @@ Tensor Classifier2D::forward(const Tensor& x) {
   // The row holds every feature of its batch chunk: the sum of its partial products is the chunk's
   // logits, whose gradient (the same on the row's ranks: the gathered logits' chunk) passes as is.
   Tensor y = parallel::tensor::reduce_from_region(linear(x, w, Tensor()), grid_.row);
-  if (bias().defined()) y = add(y, parallel::tensor::copy_to_region(bias(), grid_.col));
-  return parallel::tensor::gather_from_region(y, 0, grid_.col);  // (B, ..., out)
+  // The batch chunks' (over the depth layers too, under 2.5D) bias gradients sum to the serial one.
+  if (bias().defined()) y = add(y, parallel::tensor::copy_to_region(bias(), grid_.batch_group()));
+  return parallel::tensor::gather_from_region(y, 0, grid_.batch_group());  // (B, ..., out)
 }
 
 }  // namespace tessera::nn

@@ -10,7 +10,9 @@
 //   output            the whole batch's logits (B, ..., out) on every rank, gathered over the
 //                     column group (what the losses and metrics read); their gradient must be
 //                     the same on every rank (a loss computed alike everywhere)
-// Needs in divisible by q^2 and a batch divisible by q.
+// Needs in divisible by q^2 and a batch divisible by q (2.5D: d q; the column group's bias and
+// logits ops then run over the batch group "2.5d_xz", the weight's gradient is summed over the
+// depth group).
 // Communication per rank: forward column all-gather of (out, in / q), row all-reduce of the
 // chunk's (B / q, ..., out), column all-gather of it; backward column reduce-scatter of the weight
 // gradient and all-reduce of the bias's.
@@ -24,7 +26,7 @@ namespace tessera::nn {
 
 class Classifier2D final : public Linear {
  public:
-  // ctx must be tensor-parallel in mode 2d.
+  // ctx must be tensor-parallel in mode 2d or 2.5d.
   Classifier2D(const LinearSpec& spec, const BuildContext& ctx,
                ParallelStyle style = ParallelStyle::none);
   std::string type_name() const override { return "Classifier2D"; }

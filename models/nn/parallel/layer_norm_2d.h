@@ -6,7 +6,8 @@
 // passes (mean, then the mean square of x - mean) as the serial kernel does.
 //   weight, bias (C / q^2)  Colossal-AI's vector layout (placement_2d.h): all-gathered over the
 //                           grid column to (C / q), gradients reduce-scattered there
-// Needs C divisible by q^2 and a batch divisible by q.
+// Needs C divisible by q^2 and a batch divisible by q. 2.5D: the same on each depth layer's batch
+// slice; the affine parameters' gradients are then summed over the depth group too.
 // Communication per rank, with n = B / q * ... (the rows of this rank's block):
 //   forward   row group 2 all-reduces of n floats; column group 1 all-gather of C / q per
 //             affine parameter
@@ -22,7 +23,7 @@ namespace tessera::nn {
 
 class LayerNorm2D final : public LayerNorm {
  public:
-  // ctx must be tensor-parallel in mode 2d.
+  // ctx must be tensor-parallel in mode 2d or 2.5d.
   LayerNorm2D(const LayerNormSpec& spec, const BuildContext& ctx);
   std::string type_name() const override { return "LayerNorm2D"; }
   // (B / q, ..., C / q) -> (B / q, ..., C / q)

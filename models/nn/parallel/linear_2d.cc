@@ -26,7 +26,10 @@ Tensor Linear2D::forward(const Tensor& x) {
   TS_CHECK(x.defined() && x.dim() >= 2 && x.size(-1) == local_in, type_name(),
            "expected this rank's 2D block (B / q, ..., ", local_in, ") of an input with ",
            spec().in_features, " features, got ", x.defined() ? x.describe() : "undefined");
-  Tensor y = parallel::tensor::summa_ab(x, transpose(weight(), 0, 1), grid_);
+  // 2.5D: the weight blocks are the same on every depth layer, each layer's gradient its batch
+  // slice's, summed over the depth group in backward.
+  const Tensor w = parallel::tensor::depth_replica(weight(), grid_);
+  Tensor y = parallel::tensor::summa_ab(x, transpose(w, 0, 1), grid_);
   return bias().defined() ? add(y, gather_vector_2d(bias(), grid_, spec().fused_blocks)) : y;
 }
 

@@ -9,6 +9,9 @@
 //                                  over the batch, reduce-scattered back over the grid column
 // With fused_blocks k (attention's q | k | v) each block's output features are cut so, and this
 // rank's output holds chunk s of every block, in block order (its heads' q, k and v).
+// Under 2.5D (mode 2.5d, depth d) each depth layer does the same on its batch slice, B / (d q) rows
+// per block, with the same weight and bias blocks (their gradients summed over the depth group:
+// backward adds 1 all-reduce of w and 1 of out / q^2 over "2.5d_dep").
 // Every Linear is split this way under mode 2d, whatever the call site's ParallelStyle hint (kept
 // for parallel_style()), but a classifier's (make_classifier: Classifier2D). Needs in and out
 // divisible by q (out by q^2 with a bias; k q and k q^2 fused) and a batch divisible by q. Shards
@@ -30,7 +33,7 @@ namespace tessera::nn {
 
 class Linear2D final : public Linear {
  public:
-  // ctx must be tensor-parallel in mode 2d.
+  // ctx must be tensor-parallel in mode 2d or 2.5d.
   Linear2D(const LinearSpec& spec, const BuildContext& ctx,
            ParallelStyle style = ParallelStyle::none);
   std::string type_name() const override { return "Linear2D"; }

@@ -4,7 +4,7 @@
 // (B / q, N, C_in P^2) and keeps their features chunk s, the 2D block the proj (a Linear2D, the
 // factories' twin) takes: its output is this rank's block (B / q, N, D / q). The weight layout is
 // the serial one's (patch_embedding.h), cut as a Linear2D's. Needs C_in P^2 and the batch
-// divisible by q, D by q^2. Communication: the Linear2D's.
+// divisible by q (2.5D: the batch by d q), D by q^2. Communication: the Linear2D's.
 #pragma once
 
 #include "models/nn/build_context.h"
@@ -15,7 +15,7 @@ namespace tessera::nn {
 
 class PatchEmbedding2D final : public PatchEmbedding {
  public:
-  // ctx must be tensor-parallel in mode 2d.
+  // ctx must be tensor-parallel in mode 2d or 2.5d.
   PatchEmbedding2D(const PatchEmbeddingSpec& spec, const BuildContext& ctx);
   std::string type_name() const override { return "PatchEmbedding2D"; }
   // x (B, C_in, H, W), the whole batch -> this rank's block (B / q, N, D / q)

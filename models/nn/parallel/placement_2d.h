@@ -11,7 +11,10 @@
 //                     the view (k, n / k) split so along dim 1.
 //   columns (m, n)    a table or weight whose columns (features) are cut as a vector and whose
 //                     rows are whole (2D embeddings' tables, the classifier's weight).
-// Every rank holds 1/q^2 of every parameter: nothing is replicated.
+// Every rank holds 1/q^2 of every parameter: nothing is replicated. Under 2.5D the same blocks over
+// each depth layer's grid ("2.5d_row", "2.5d_col"), every block repeated on the d layers: the
+// placements name "2.5d_dep" as a replica group (placement.h: the norm counts depth 0's copy) and
+// the layers sum the gradients over it (depth_replica, summa.h).
 #pragma once
 
 #include "core/tensor.h"
@@ -30,16 +33,21 @@ parallel::tensor::Placement vector_placement_2d(int64_t n, const parallel::tenso
 parallel::tensor::Placement columns_placement_2d(const Shape& shape,
                                                  const parallel::tensor::SummaGrid& grid,
                                                  const char* op);
+// `p` with the grid's depth group as its replica group (2.5D; `p` itself in 2D).
+parallel::tensor::Placement over_depth(parallel::tensor::Placement p,
+                                       const parallel::tensor::SummaGrid& grid);
 
 // The grid column's chunk (n / q) of a vector parameter from this rank's shard (n / q^2): an
 // all-gather over the column group, whose backward reduce-scatters there (summing the gradients
-// of the grid column's batch chunks). Fused: chunk s of each block, blocks in order.
+// of the grid column's batch chunks, and over the depth layers under 2.5D). Fused: chunk s of each
+// block, blocks in order.
 Tensor gather_vector_2d(const Tensor& shard, const parallel::tensor::SummaGrid& grid,
                         int64_t fused_blocks = 1);
 // The same for a columns placement: (m, n / q^2) -> (m, n / q), the grid column's features.
 Tensor gather_columns_2d(const Tensor& shard, const parallel::tensor::SummaGrid& grid);
 
-// This rank's block (B / q, ..., C / q) of the serial residual stream (B, ..., C), for Dropout.
+// This rank's block (B / q, ..., C / q) of the serial residual stream (B, ..., C), for Dropout
+// (2.5D: batch chunk batch_index() of d q).
 DropoutChunk dropout_chunk_2d(const parallel::tensor::SummaGrid& grid);
 
 }  // namespace tessera::nn

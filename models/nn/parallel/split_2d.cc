@@ -13,15 +13,18 @@ Split2D::Split2D(const BuildContext& ctx) {
 int64_t Split2D::batch(const Tensor& block) const {
   TS_CHECK(block.defined() && block.dim() >= 1, "Split2D", "expected a block (B / q, ...), got ",
            block.defined() ? block.describe() : "undefined");
-  return block.size(0) * q();
+  return block.size(0) * grid_.batch_parts();
 }
 
-int64_t Split2D::batch_padding(int64_t b) const { return (q() - b % q()) % q(); }
+int64_t Split2D::batch_padding(int64_t b) const {
+  const int64_t parts = grid_.batch_parts();
+  return (parts - b % parts) % parts;
+}
 
 Tensor Split2D::features(const Tensor& x) const {
   if (!on()) return x;
-  return parallel::tensor::scatter_to_region(parallel::tensor::copy_to_region(x, grid_.col), -1,
-                                             grid_.row);
+  return parallel::tensor::scatter_to_region(
+      parallel::tensor::copy_to_region(x, grid_.batch_group()), -1, grid_.row);
 }
 
 }  // namespace tessera::nn

@@ -21,40 +21,40 @@ VocabShard vocab_shard_2d(int64_t vocab_size, int index, const SummaGrid& grid) 
   return parallel::tensor::vocab_shard(vocab_size, index, grid.q(), grid.q());
 }
 
-// The (V, C) table viewed as (V_pad, C), cut in blocks: rows chunk r over 2d_col, columns chunk s
-// over 2d_row.
+// The (V, C) table viewed as (V_pad, C), cut in blocks: rows chunk r over the column group
+// (2d_col), columns chunk s over the row group (2d_row); the same on every depth layer (2.5D).
 Placement table_placement(int64_t vocab_size, int64_t dim, const SummaGrid& grid, const char* op) {
   const int q = grid.q();
   TS_CHECK(dim % q == 0, op, "expected dim ", dim, " divisible by the 2D grid side q = ", q);
   const VocabShard s = vocab_shard_2d(vocab_size, grid.grid_row(), grid);
-  Placement p = parallel::tensor::split({vocab_size, dim}, 0, q, grid.grid_row(), "2d_col",
+  Placement p = parallel::tensor::split({vocab_size, dim}, 0, q, grid.grid_row(), grid.col->name(),
                                         {s.padded_vocab_size, dim});
-  p.splits.push_back({.dim = 1, .parts = q, .index = grid.grid_col(), .group = "2d_row"});
-  return p;
+  p.splits.push_back({.dim = 1, .parts = q, .index = grid.grid_col(), .group = grid.row->name()});
+  return over_depth(std::move(p), grid);
 }
 
-// The bias (V) viewed as (V_pad), cut as a 2D vector: slice s over 2d_row, then piece r over
-// 2d_col.
+// The bias (V) viewed as (V_pad), cut as a 2D vector: slice s over the row group, then piece r
+// over the column group; the same on every depth layer (2.5D).
 Placement bias_placement(int64_t vocab_size, const SummaGrid& grid) {
   const int q = grid.q();
   const VocabShard s = vocab_shard_2d(vocab_size, grid.grid_col(), grid);
-  Placement p =
-      parallel::tensor::split({vocab_size}, 0, q, grid.grid_col(), "2d_row", {s.padded_vocab_size});
-  p.splits.push_back({.dim = 0, .parts = q, .index = grid.grid_row(), .group = "2d_col"});
-  return p;
+  Placement p = parallel::tensor::split({vocab_size}, 0, q, grid.grid_col(), grid.row->name(),
+                                        {s.padded_vocab_size});
+  p.splits.push_back({.dim = 0, .parts = q, .index = grid.grid_row(), .group = grid.col->name()});
+  return over_depth(std::move(p), grid);
 }
 
 void check_batch(const char* who, const Tensor& ids, const SummaGrid& grid) {
-  TS_CHECK(ids.defined() && ids.dim() >= 2 && ids.size(0) % grid.q() == 0, who,
-           "expected token ids (B, ...) with the batch B divisible by the 2D grid side q = ",
-           grid.q(), " (2D tensor parallelism splits the batch over the grid rows), got ",
+  TS_CHECK(ids.defined() && ids.dim() >= 2 && ids.size(0) % grid.batch_parts() == 0, who,
+           "expected token ids (B, ...) with the batch B divisible by ",
+           parallel::tensor::batch_split_text(grid), ", got ",
            ids.defined() ? ids.describe() : "undefined");
 }
 
-// Rows [r b, (r + 1) b) of ids (B, ...), b = B / q: this grid row's batch chunk.
-Tensor batch_chunk(const Tensor& ids, const SummaGrid& grid) {
-  const int64_t b = ids.size(0) / grid.q();
-  return ids.narrow(0, int64_t(grid.grid_row()) * b, b);
+// Rows [i b, (i + 1) b) of ids (B, ...), b = B / parts: chunk i of `parts`.
+Tensor rows_chunk(const Tensor& ids, int parts, int i) {
+  const int64_t b = ids.size(0) / parts;
+  return ids.narrow(0, int64_t(i) * b, b);
 }
 
 }  // namespace
@@ -71,13 +71,15 @@ VocabParallelEmbedding2D::VocabParallelEmbedding2D(const EmbeddingSpec& spec,
 }
 
 Tensor VocabParallelEmbedding2D::lookup(const Tensor& ids) {
-  return masked_lookup(weight(), ids, shard_);
+  return masked_lookup(parallel::tensor::depth_replica(weight(), grid_), ids, shard_);
 }
 
 Tensor VocabParallelEmbedding2D::forward(const Tensor& ids) {
   check_batch(type_name().c_str(), ids, grid_);  // before any collective, on every rank alike
-  // (B, ..., C / q) partial rows: the sum over the grid column, this rank's batch chunk of it.
-  return parallel::tensor::reduce_scatter_to_region(lookup(ids), 0, grid_.col);
+  // 2.5D: this depth layer's slice of the batch (B / d), which its grid splits as 2D does.
+  const Tensor layer_ids = rows_chunk(ids, grid_.depth(), grid_.depth_index());
+  // (B / d, ..., C / q) partial rows: the sum over the grid column, this rank's batch chunk of it.
+  return parallel::tensor::reduce_scatter_to_region(lookup(layer_ids), 0, grid_.col);
 }
 
 Tensor VocabParallelEmbedding2D::row(int64_t id) {
@@ -121,7 +123,8 @@ Tensor VocabParallelLMHead2D::local_logits(const Tensor& x) {
   TS_CHECK(x.defined() && x.dim() >= 2 && x.size(-1) == local, type_name(),
            "expected this rank's 2D block (B / q, ..., ", local, ") of an input with ",
            spec().d_model, " features, got ", x.defined() ? x.describe() : "undefined");
-  Tensor y = parallel::tensor::summa_abt(x, weight(), grid_);  // (B / q, ..., V_pad / q)
+  const Tensor w = parallel::tensor::depth_replica(weight(), grid_);  // 2.5D: summed over depth
+  Tensor y = parallel::tensor::summa_abt(x, w, grid_);                // (B / q, ..., V_pad / q)
   return bias().defined() ? add(y, gather_vector_2d(bias(), grid_)) : y;
 }
 
@@ -133,9 +136,9 @@ Tensor VocabParallelLMHead2D::forward(const Tensor& x) {
 Tensor VocabParallelLMHead2D::loss(const Tensor& x, const Tensor& targets,
                                    const CrossEntropyOptions& opts) {
   TS_CHECK(targets.defined() && x.defined() && targets.dim() >= 1 &&
-               targets.size(0) == x.size(0) * grid_.q(),
+               targets.size(0) == x.size(0) * grid_.batch_parts(),
            type_name(), "expected the whole batch's targets (",
-           x.defined() ? x.size(0) * grid_.q() : 0, ", ...) for this rank's block ",
+           x.defined() ? x.size(0) * grid_.batch_parts() : 0, ", ...) for this rank's block ",
            x.defined() ? x.describe() : "undefined", ", got ",
            targets.defined() ? targets.describe() : "undefined");
   return parallel::tensor::vocab_parallel_cross_entropy_2d(local_logits(x), targets, shard_, opts,
@@ -156,7 +159,8 @@ Tensor Embedding2D::forward(const Tensor& ids) {
            ids.defined() ? ids.describe() : "undefined");
   if (ids.dim() >= 2) check_batch(type_name().c_str(), ids, grid_);
   const Tensor table = gather_columns_2d(weight(), grid_);  // (V, C / q)
-  return embedding(table, ids.dim() >= 2 ? batch_chunk(ids, grid_) : ids);
+  return embedding(
+      table, ids.dim() >= 2 ? rows_chunk(ids, grid_.batch_parts(), grid_.batch_index()) : ids);
 }
 
 Tensor Embedding2D::row(int64_t id) {

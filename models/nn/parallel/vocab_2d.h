@@ -22,6 +22,9 @@
 //                             by every sequence) are looked up whole: (T, C / q).
 // Shards are drawn at their global indices (shard_init.h): the gathered tables equal the serial
 // layers' from the same generator. Needs C divisible by q^2 and a batch divisible by q.
+// 2.5D: every depth layer holds the same blocks (gradients summed over the depth group) and works
+// on its slice of the batch: the vocab-parallel lookup takes the layer's B / d ids, the blocks
+// are batch chunk l q + r of d q, the loss and gathers of the whole batch run over "2.5d_xz".
 // Communication per rank (x: this rank's block bytes):
 //   VocabParallelEmbedding2D  forward: column reduce-scatter of (B, T, C / q); backward: column
 //                             all-gather of it
@@ -42,7 +45,7 @@ namespace tessera::nn {
 
 class VocabParallelEmbedding2D final : public Embedding {
  public:
-  // ctx must be tensor-parallel in mode 2d.
+  // ctx must be tensor-parallel in mode 2d or 2.5d.
   VocabParallelEmbedding2D(const EmbeddingSpec& spec, const BuildContext& ctx,
                            ParallelStyle style = ParallelStyle::vocab);
   std::string type_name() const override { return "VocabParallelEmbedding2D"; }
@@ -86,7 +89,7 @@ class VocabParallelLMHead2D final : public LMHead {
 
 class Embedding2D final : public Embedding {
  public:
-  // ctx must be tensor-parallel in mode 2d.
+  // ctx must be tensor-parallel in mode 2d or 2.5d.
   Embedding2D(const EmbeddingSpec& spec, const BuildContext& ctx,
               ParallelStyle style = ParallelStyle::none);
   std::string type_name() const override { return "Embedding2D"; }

@@ -38,10 +38,15 @@ TEST_CASE("a diverging run stops with a clear error instead of training on NaN")
 
 TEST_CASE("layouts and features not available yet are rejected in the product's words") {
   json j = tiny_gpt();
+  // Mode 2.5d names the numbers that do not split over each of its depth layers' grids.
   j["parallel"] = {{"tensor", {{"size", 8}, {"mode", "2.5d"}, {"depth", 2}}}};
-  CHECK_THAT(error_of(j), Catch::Contains("parallel.tensor.mode 2.5d") &&
-                              Catch::Contains("1d mode") && Catch::Contains("2d mode") &&
+  j["model"]["n_heads"] = 1;
+  CHECK_THAT(error_of(j), Catch::Contains("parallel.tensor.mode 2.5d on a 2 x 2 grid of depth 2: "
+                                          "expected model.n_heads 1 divisible by q = 2") &&
                               !Catch::Contains("issue"));
+  j = tiny_gpt();
+  j["parallel"] = {{"tensor", {{"size", 8}, {"mode", "2.5d"}, {"depth", 2}}}, {"pipeline", 2}};
+  CHECK_THAT(error_of(j), Catch::Contains("parallel.tensor.mode 2.5d with parallel.pipeline 2"));
   // Mode 2d names the numbers that do not split over its q x q grid.
   j = tiny_gpt();
   j["parallel"] = {{"tensor", {{"size", 4}, {"mode", "2d"}}}};

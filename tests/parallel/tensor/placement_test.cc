@@ -62,3 +62,23 @@ TEST_CASE("splits of different dimensions give a block", "[parallel][placement]"
   CHECK(piece.data<float>()[0] == 16.0f);
   CHECK(piece.data<float>()[3] == 23.0f);
 }
+
+TEST_CASE("a shard repeated over a replica group counts once and cuts as without it",
+          "[parallel][placement]") {
+  const Tensor full = arange(0, 12, 1.0, {.dtype = DType::f32});
+  for (int depth = 0; depth < 2; ++depth) {
+    Placement p = nested(12, 2, 1, 0);
+    p.replicas.push_back({.group = "2.5d_dep", .parts = 2, .index = depth});
+    CHECK(p.copies() == 2);
+    CHECK(p.counted_copy() == (depth == 0));  // the global norm reads depth 0's copy
+    CHECK(p.describe() ==
+          "sharded (12) dim 0 / 2 over 2d_row dim 0 / 2 over 2d_col x 2 copies "
+          "over 2.5d_dep");
+    // The copy holds the same piece whatever its depth.
+    const Tensor piece = cut_shard(full, p);
+    for (int64_t i = 0; i < 3; ++i) CHECK(piece.data<float>()[i] == float(6 + i));
+  }
+  const Placement unique = nested(12, 2, 0, 1);
+  CHECK(unique.copies() == 1);
+  CHECK(unique.counted_copy());
+}

@@ -31,7 +31,8 @@ expect_error "missing data file" "missing.tok"
 
 run 60 "$tessera" train --config "$cfg" --set parallel.tensor.size=8 --set parallel.tensor.mode=2.5d \
   --set parallel.tensor.depth=2
-expect_error "2.5d tensor parallel not yet" "and 2d mode (SUMMA on a q x q grid) only"
+expect_error "2.5d tensor parallel on one process" \
+  "the world's 1 ranks do not divide into pipeline x sequence x tensor = 8"
 
 run 60 "$tessera" train
 expect_error "no --config" "expected --config FILE"

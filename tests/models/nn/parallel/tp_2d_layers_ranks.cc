@@ -1,5 +1,6 @@
 // Multi-rank program run by tp_2d_test.sh: the 2D (SUMMA) twins of the layers around the MLP on a
-// q x q grid (P = q^2 ranks), against the serial layers from the same seed: dropout's 2D chunk of
+// q x q grid (P = q^2 ranks), or of 2.5D of depth 2 (2 q^2 ranks: each depth layer on its batch
+// slice), against the serial layers from the same seed: dropout's 2D chunk of
 // the serial mask, multi-head attention (causal, key-padding mask, dropout), the vocab-parallel and
 // hidden-split embeddings, the LM head (tied and untied, bias, padded vocabulary) and its 2D
 // vocab-parallel cross-entropy, the classification head (pooling, LayerNorm2D, dropout,
@@ -37,6 +38,7 @@ using parallel::testing::block;
 using parallel::testing::check_close;
 using parallel::testing::check_params;
 using parallel::testing::leaf;
+using parallel::testing::on_grid;
 using parallel::testing::rel_error;
 using parallel::testing::rows_of;
 using parallel::testing::smooth;
@@ -48,19 +50,17 @@ SummaGrid grid_of(const ParallelContext& ctx) {
   return nn::BuildContext(unused, &ctx).summa_grid();
 }
 
-std::string on_grid(const SummaGrid& g) { return str_cat(" on ", g.q(), " x ", g.q()); }
-
 // Dropout with the 2D chunk: this rank's block of the serial dropout of the whole tensor, forward
 // and backward exactly, the generator advanced by the whole tensor's counters.
 void check_dropout(const ParallelContext& ctx) {
   const SummaGrid g = grid_of(ctx);
-  const int q = g.q(), r = g.grid_row(), s = g.grid_col();
+  const int q = g.q(), bp = g.batch_parts();
   const std::string what = "Dropout 2D chunk" + on_grid(g);
-  for (const Shape& shape : {Shape{2 * q, 5, 3 * q}, Shape{3 * q, 2 * q}}) {
+  for (const Shape& shape : {Shape{2 * bp, 5, 3 * q}, Shape{3 * bp, 2 * q}}) {
     const Tensor x = smooth(shape, 61);
     nn::Dropout serial(0.3);
     nn::Dropout twin(0.3, nn::dropout_chunk_2d(g));
-    Tensor xs = leaf(x), xt = leaf(block(x, r, s, q));
+    Tensor xs = leaf(x), xt = leaf(block(x, g));
     manual_seed(21);
     Tensor ys = serial.forward(xs);
     const uint64_t serial_offset = default_generator().offset();
@@ -70,8 +70,8 @@ void check_dropout(const ParallelContext& ctx) {
     RANK_CHECK(default_generator().offset() == serial_offset, what, ": the twin reserved ",
                default_generator().offset(), " counters, the serial ", serial_offset);
     autograd::backward({sum(yt)});
-    RANK_CHECK(rel_error(yt, block(ys.detach(), r, s, q)) == 0.0, what, ": mask differs");
-    RANK_CHECK(rel_error(xt.grad(), block(xs.grad(), r, s, q)) == 0.0, what, ": gradient differs");
+    RANK_CHECK(rel_error(yt, block(ys.detach(), g)) == 0.0, what, ": mask differs");
+    RANK_CHECK(rel_error(xt.grad(), block(xs.grad(), g)) == 0.0, what, ": gradient differs");
   }
 }
 
@@ -97,7 +97,7 @@ void check_attention(const ParallelContext& ctx, bool causal, bool masked, doubl
                  twin->c_proj()->type_name() == "Linear2D",
              what, ": make_attention gave ", twin->type_name());
   RANK_CHECK(g1.offset() == g2.offset(), what, ": generator offsets differ");
-  const int64_t b = 2 * q, t = 6;
+  const int64_t b = 2 * g.batch_parts(), t = 6;
   const Tensor x = smooth({b, t, spec.d_model}, 71);
   const Tensor gy = smooth(x.shape(), 72);
   Tensor mask;
@@ -122,8 +122,8 @@ void check_attention(const ParallelContext& ctx, bool causal, bool masked, doubl
 // each against the serial Embedding: lookups, rows and every table gradient.
 void check_embeddings(const ParallelContext& ctx) {
   const SummaGrid g = grid_of(ctx);
-  const int q = g.q(), r = g.grid_row(), s = g.grid_col();
-  const int64_t b = 2 * q, t = 5, c = 3 * q * q;
+  const int q = g.q(), s = g.grid_col();
+  const int64_t b = 2 * g.batch_parts(), t = 5, c = 3 * q * q;
   Generator data(3);
   const Tensor ids = randint(0, 37, {b, t}, {.dtype = DType::i64}, &data);
   const Tensor pos = arange(0, double(t), 1.0, {.dtype = DType::i64});
@@ -152,7 +152,7 @@ void check_embeddings(const ParallelContext& ctx) {
       yt = add(yt, pt);
     }
     autograd::backward({sum(mul(ys, gy))});
-    autograd::backward({sum(mul(yt, block(gy, r, s, q)))});
+    autograd::backward({sum(mul(yt, block(gy, g)))});
     check_params(*twin, serial, ctx, what);
   }
 }
@@ -165,7 +165,7 @@ void check_lm_head(const ParallelContext& ctx, bool tied, bool bias, double smoo
   const int q = g.q();
   const std::string what = str_cat("VocabParallelLMHead2D", tied ? " tied" : " untied",
                                    bias ? " bias" : "", " smoothing ", smoothing, on_grid(g));
-  const int64_t v = 37, c = 2 * q * q, b = 2 * q, t = 4;
+  const int64_t v = 37, c = 2 * q * q, b = 2 * g.batch_parts(), t = 4;
   struct Pair {
     std::shared_ptr<nn::Embedding> emb;
     std::shared_ptr<nn::LMHead> head;
@@ -234,7 +234,7 @@ void check_classification_head(const ParallelContext& ctx, nn::Pooling pooling, 
       twin->head()->type_name() == "Classifier2D" && twin->norm()->type_name() == "LayerNorm2D",
       what, ": got ", twin->head()->type_name(), " and ", twin->norm()->type_name());
   RANK_CHECK(g1.offset() == g2.offset(), what, ": generator offsets differ");
-  const int64_t b = 2 * q;
+  const int64_t b = 2 * g.batch_parts();
   const Tensor x = pooling == nn::Pooling::none ? smooth({b, spec.d_model}, 101, 2.0, 1.0)
                                                 : smooth({b, 3, spec.d_model}, 101, 2.0, 1.0);
   Generator data(5);
@@ -267,7 +267,7 @@ void check_patch_embedding(const ParallelContext& ctx) {
   auto twin = nn::make_patch_embedding(spec, nn::BuildContext(g2, &ctx));
   RANK_CHECK(twin->type_name() == "PatchEmbedding2D", what, ": got ", twin->type_name());
   RANK_CHECK(g1.offset() == g2.offset(), what, ": generator offsets differ");
-  const Tensor images = smooth({2 * q, 3, 8, 12}, 111);
+  const Tensor images = smooth({2 * g.batch_parts(), 3, 8, 12}, 111);
   Tensor xs = leaf(images), xt = leaf(images);
   Tensor ys = serial.forward(xs);  // (B, 6, D)
   Tensor yt = gather_2d(twin->forward(xt), g);
@@ -303,7 +303,7 @@ void check_block(const ParallelContext& ctx, bool pre_ln, bool checkpoint) {
                  twin->attn()->type_name() == "MultiHeadAttention2D",
              what, ": got ", twin->ln_1()->type_name(), ", ", twin->attn()->type_name());
   RANK_CHECK(g1.offset() == g2.offset(), what, ": generator offsets differ");
-  const int64_t b = 2 * q, t = 5;
+  const int64_t b = 2 * g.batch_parts(), t = 5;
   Tensor mask;
   if (!pre_ln) {
     mask = ones({b, t}, {.dtype = DType::b8});
@@ -327,20 +327,20 @@ void check_block(const ParallelContext& ctx, bool pre_ln, bool checkpoint) {
 // reduction, ignored targets, one target batch chunk entirely ignored.
 void check_cross_entropy(const ParallelContext& ctx) {
   const SummaGrid g = grid_of(ctx);
-  const int q = g.q(), r = g.grid_row(), s = g.grid_col();
-  const int64_t v = 11, b = 2 * q, t = 3;
+  const int q = g.q(), s = g.grid_col();
+  const int64_t v = 11, b = 2 * g.batch_parts(), t = 3;
   const auto shard = parallel::tensor::vocab_shard(v, s, q, q);
   const Tensor logits = smooth({b, t, v}, 131, 3.0);
   Generator data(6);
   Tensor targets = randint(0, v, {b, t}, {.dtype = DType::i64}, &data);
-  targets.narrow(0, 0, 2).fill_(-100);  // grid row 0's chunk has no target that counts
+  targets.narrow(0, 0, 2).fill_(-100);  // batch chunk 0 has no target that counts
   Tensor padded = zeros({b, t, shard.padded_vocab_size});
   padded.narrow(2, 0, v).copy_(logits);
   for (const std::string reduction : {"mean", "sum", "none"}) {
     const std::string what = "vocab_parallel_cross_entropy_2d " + reduction + on_grid(g);
     const CrossEntropyOptions opts{.reduction = reduction};
     Tensor ls = leaf(logits);
-    Tensor lt = leaf(block(padded, r, s, q));  // (B / q, T, shard.local)
+    Tensor lt = leaf(block(padded, g));  // (B / q, T, shard.local)
     Tensor want = cross_entropy(ls, targets, opts);
     Tensor got = parallel::tensor::vocab_parallel_cross_entropy_2d(lt, targets, shard, opts, g);
     check_close(got, want, what + " loss");
@@ -349,7 +349,7 @@ void check_cross_entropy(const ParallelContext& ctx) {
     autograd::backward({sum(mul(got, w))});
     Tensor gfull = zeros({b, t, shard.padded_vocab_size});
     gfull.narrow(2, 0, v).copy_(ls.grad());
-    check_close(lt.grad(), block(gfull, r, s, q), what + " logits gradient");
+    check_close(lt.grad(), block(gfull, g), what + " logits gradient");
   }
 }
 
@@ -358,13 +358,7 @@ void check_cross_entropy(const ParallelContext& ctx) {
 int main(int argc, char** argv) {
   return parallel::run_distributed(
       argc, argv, [](const std::shared_ptr<parallel::Communicator>& world) {
-        const int n = world->size();
-        const int q = int(std::lround(std::sqrt(double(n))));
-        RANK_CHECK(q * q == n && q > 1,
-                   "tp_2d_layers_ranks runs on a square number of ranks > 1, got ", n);
-        parallel::ParallelConfig config;
-        config.tensor.size = n;
-        config.tensor.mode = "2d";
+        const parallel::ParallelConfig config = parallel::testing::summa_config(world->size());
         ParallelContext ctx(config, world);
         check_dropout(ctx);
         check_cross_entropy(ctx);
@@ -383,8 +377,9 @@ int main(int argc, char** argv) {
         check_block(ctx, /*pre_ln=*/true, /*checkpoint=*/true);
         world->barrier()->wait();
         if (world->rank() == 0)
-          std::printf("tp 2d layers: all checks passed on %d x %d ranks (%lld checks on rank 0)\n",
-                      q, q, static_cast<long long>(parallel::testing::checks_passed()));
+          std::printf("tp %s layers: all checks passed%s ranks (%lld checks on rank 0)\n",
+                      config.tensor.mode.c_str(), on_grid(grid_of(ctx)).c_str(),
+                      static_cast<long long>(parallel::testing::checks_passed()));
         return 0;
       });
 }

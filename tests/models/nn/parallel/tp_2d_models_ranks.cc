@@ -1,10 +1,11 @@
 // Multi-rank program run by tp_2d_test.sh: GPT, BERT and ViT built under 2D (SUMMA) tensor
-// parallelism on a q x q grid by configuration alone (the factories pick every layer's 2D twin)
-// against the serial models from the same seed: the loss and every parameter gradient (gathered by
-// placement) within 1e-5 relative, with and without dropout, padded vocabularies, tied and untied
-// heads, activation checkpointing; the eval logits (generation's odd batch padded), the hidden
-// states' blocks, the serial-named state gathered from the shards, and the global gradient norm
-// as the trainer's clipping sums it (replicated parameters once). A failure aborts the job.
+// parallelism on a q x q grid (or 2.5D of depth 2 on 2 q^2 ranks) by configuration alone (the
+// factories pick every layer's 2D twin) against the serial models from the same seed: the loss and
+// every parameter gradient (gathered by placement) within 1e-5 relative, with and without dropout,
+// padded vocabularies, tied and untied heads, activation checkpointing; the eval logits
+// (generation's odd batch padded), the hidden states' blocks, the serial-named state gathered from
+// the shards, and the global gradient norm as the trainer's clipping sums it (replicated parameters
+// once, 2.5D's depth copies once). A failure aborts the job.
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -29,6 +30,7 @@ using parallel::ParallelContext;
 using parallel::testing::block;
 using parallel::testing::check_close;
 using parallel::testing::check_params;
+using parallel::testing::on_grid;
 using parallel::testing::rel_error;
 
 namespace {
@@ -61,7 +63,8 @@ void check_state(const nn::Module& twin, const nn::Module& serial, const Paralle
 }
 
 // The global gradient norm as the trainer's clipping computes it (every shard summed over the
-// tensor group, a replicated parameter counted on tensor rank 0 only) against the serial one.
+// tensor group, a replicated parameter counted on tensor rank 0 only, a shard repeated over the
+// depth layers on depth 0 only) against the serial one.
 void check_grad_norm(const nn::Module& twin, const nn::Module& serial, const ParallelContext& ctx,
                      const std::string& what) {
   const auto placements = twin.named_placements();
@@ -69,7 +72,8 @@ void check_grad_norm(const nn::Module& twin, const nn::Module& serial, const Par
   const bool counts_replicated = ctx.tensor_group()->rank() == 0;
   double local = 0, want = 0;
   for (size_t i = 0; i < params.size(); ++i) {
-    if (placements[i].second.replicated() && !counts_replicated) continue;
+    const parallel::tensor::Placement& p = placements[i].second;
+    if (p.replicated() ? !counts_replicated : !p.counted_copy()) continue;
     const Tensor g = params[i].second.grad().to(DType::f32).contiguous();
     for (int64_t k = 0; k < g.numel(); ++k)
       local += double(g.data<float>()[k]) * g.data<float>()[k];
@@ -99,10 +103,11 @@ gpt::GPTConfig tiny_gpt(int q, int64_t vocab, double dropout) {
 
 void check_gpt(const ParallelContext& ctx, int64_t vocab, double dropout, bool tied,
                bool checkpoint) {
-  const int q = grid_of(ctx).q();
+  const auto grid = grid_of(ctx);
+  const int q = grid.q();
   const std::string what =
       str_cat("GPT vocab ", vocab, " dropout ", dropout, tied ? " tied" : " untied",
-              checkpoint ? " checkpointed" : "", " on ", q, " x ", q);
+              checkpoint ? " checkpointed" : "", on_grid(grid));
   gpt::GPTConfig c = tiny_gpt(q, vocab, dropout);
   c.tie_embeddings = tied;
   c.checkpoint = checkpoint;
@@ -118,7 +123,7 @@ void check_gpt(const ParallelContext& ctx, int64_t vocab, double dropout, bool t
              what, ": layers ", twin.wte()->type_name(), ", ", twin.wpe()->type_name(), ", ",
              twin.ln_f()->type_name(), ", ", twin.lm_head()->type_name());
   Generator data(11);
-  const int64_t b = 2 * q, t = 16;
+  const int64_t b = 2 * grid.batch_parts(), t = 16;
   Tensor ids = randint(0, vocab, {b, t}, {.dtype = DType::i64}, &data);
   Tensor targets = randint(0, vocab, {b, t}, {.dtype = DType::i64}, &data);
   targets.narrow(1, 0, 2).fill_(-100);  // some ignored positions
@@ -144,14 +149,19 @@ void check_gpt(const ParallelContext& ctx, int64_t vocab, double dropout, bool t
   const Tensor gen_t = twin.generate(prompt, 4, /*temperature=*/0.0, /*top_k=*/0, gt);
   RANK_CHECK(rel_error(gen_t.to(DType::f32), gen_s.to(DType::f32)) == 0.0, what,
              ": generated tokens differ");
-  // In training the batch must split over the grid rows: every rank refuses before a collective.
+  // In training the batch must split over the grid rows (2.5D: the depth layers, then the rows):
+  // every rank refuses before a collective.
   twin.train();
+  const int64_t odd = grid.depth() > 1 ? q : q + 1;
   const std::string error = parallel::testing::value_error_of([&] {
-    twin.loss(ids.narrow(0, 0, q + 1).contiguous(), targets.narrow(0, 0, q + 1).contiguous());
+    twin.loss(ids.narrow(0, 0, odd).contiguous(), targets.narrow(0, 0, odd).contiguous());
   });
-  RANK_CHECK(
-      error.find(str_cat("batch B divisible by the 2D grid side q = ", q)) != std::string::npos,
-      what, ": a batch of ", q + 1, " gave '", error, "'");
+  const std::string expected = grid.depth() > 1
+                                   ? str_cat("batch B divisible by depth x q = ", grid.depth(),
+                                             " x ", q, " = ", grid.batch_parts())
+                                   : str_cat("batch B divisible by the 2D grid side q = ", q);
+  RANK_CHECK(error.find(expected) != std::string::npos, what, ": a batch of ", odd, " gave '",
+             error, "'");
 }
 
 bert::BertConfig tiny_bert(int q, double dropout) {
@@ -175,7 +185,7 @@ void check_bert(const ParallelContext& ctx, double dropout, bool token_types) {
   const auto grid = grid_of(ctx);
   const int q = grid.q();
   const std::string what =
-      str_cat("BERT dropout ", dropout, token_types ? " token types" : "", " on ", q, " x ", q);
+      str_cat("BERT dropout ", dropout, token_types ? " token types" : "", on_grid(grid));
   const bert::BertConfig c = tiny_bert(q, dropout);
   Generator g_serial(7), g_twin(7);
   bert::Bert serial(c, g_serial);
@@ -183,7 +193,7 @@ void check_bert(const ParallelContext& ctx, double dropout, bool token_types) {
   RANK_CHECK(g_serial.offset() == g_twin.offset(), what, ": the twin drew ", g_twin.offset(),
              " counters, the serial ", g_serial.offset());
   Generator data(11);
-  const int64_t b = 2 * q, t = 16;
+  const int64_t b = 2 * grid.batch_parts(), t = 16;
   Tensor ids = randint(0, c.vocab_size, {b, t}, {.dtype = DType::i64}, &data);
   Tensor types =
       token_types ? randint(0, c.type_vocab_size, {b, t}, {.dtype = DType::i64}, &data) : Tensor();
@@ -211,7 +221,7 @@ void check_bert(const ParallelContext& ctx, double dropout, bool token_types) {
   serial.eval();
   twin.eval();
   Tensor hs = serial.forward(ids, types, mask), ht = twin.forward(ids, types, mask);
-  check_close(ht, block(hs, grid.grid_row(), grid.grid_col(), q), what + " hidden states block");
+  check_close(ht, block(hs, grid), what + " hidden states block");
   check_close(twin.mlm_logits(ht), serial.mlm_logits(hs), what + " masked-LM logits");
   check_close(twin.classify(ht), serial.classify(hs), what + " classification logits");
 }
@@ -231,8 +241,9 @@ vit::ViTConfig tiny_vit(int q, double dropout) {
 }
 
 void check_vit(const ParallelContext& ctx, double dropout) {
-  const int q = grid_of(ctx).q();
-  const std::string what = str_cat("ViT dropout ", dropout, " on ", q, " x ", q);
+  const auto grid = grid_of(ctx);
+  const int q = grid.q();
+  const std::string what = str_cat("ViT dropout ", dropout, on_grid(grid));
   const vit::ViTConfig c = tiny_vit(q, dropout);
   Generator g_serial(7), g_twin(7);
   vit::ViT serial(c, g_serial);
@@ -240,8 +251,9 @@ void check_vit(const ParallelContext& ctx, double dropout) {
   RANK_CHECK(g_serial.offset() == g_twin.offset(), what, ": the twin drew ", g_twin.offset(),
              " counters, the serial ", g_serial.offset());
   Generator data(11);
-  Tensor images = randn({2 * q, 3, 12, 12}, {}, &data);
-  Tensor labels = randint(0, c.num_classes, {2 * q}, {.dtype = DType::i64}, &data);
+  const int64_t b = 2 * grid.batch_parts();
+  Tensor images = randn({b, 3, 12, 12}, {}, &data);
+  Tensor labels = randint(0, c.num_classes, {b}, {.dtype = DType::i64}, &data);
   manual_seed(5);
   Tensor want = serial.loss(images, labels);
   autograd::backward({want});
@@ -264,13 +276,7 @@ void check_vit(const ParallelContext& ctx, double dropout) {
 int main(int argc, char** argv) {
   return parallel::run_distributed(
       argc, argv, [](const std::shared_ptr<parallel::Communicator>& world) {
-        const int n = world->size();
-        const int q = int(std::lround(std::sqrt(double(n))));
-        RANK_CHECK(q * q == n && q > 1,
-                   "tp_2d_models_ranks runs on a square number of ranks > 1, got ", n);
-        parallel::ParallelConfig config;
-        config.tensor.size = n;
-        config.tensor.mode = "2d";
+        const parallel::ParallelConfig config = parallel::testing::summa_config(world->size());
         ParallelContext ctx(config, world);
         int cases = 0;
         check_gpt(ctx, 64, 0.0, /*tied=*/true, /*checkpoint=*/false);
@@ -287,9 +293,10 @@ int main(int argc, char** argv) {
         world->barrier()->wait();
         if (world->rank() == 0)
           std::printf(
-              "tp 2d models: %d GPT, BERT and ViT cases, all checks passed on %d x %d "
-              "ranks (%lld checks on rank 0)\n",
-              cases, q, q, static_cast<long long>(parallel::testing::checks_passed()));
+              "tp %s models: %d GPT, BERT and ViT cases, all checks passed%s ranks (%lld checks "
+              "on rank 0)\n",
+              config.tensor.mode.c_str(), cases, on_grid(grid_of(ctx)).c_str(),
+              static_cast<long long>(parallel::testing::checks_passed()));
         return 0;
       });
 }

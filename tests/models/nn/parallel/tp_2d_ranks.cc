@@ -1,5 +1,6 @@
 // Multi-rank program run by tp_2d_test.sh: 2D (SUMMA) tensor parallelism on a q x q grid (P = q^2
-// ranks) against the serial math from the same seed. The SUMMA products (forward, backward, ranks
+// ranks), or 2.5D of depth 2 on 2 q^2 ranks (twin_checks.h: summa_config), against the serial math
+// from the same seed. The SUMMA products (forward, backward, ranks
 // whose output feeds no loss, second derivatives), Linear2D, LayerNorm2D and a LayerNorm -> MLP
 // built by the factories: outputs, every parameter and input gradient gathered (by placement or
 // gather_2d) within 1e-5 relative of the serial layers; the bytes each rank moves per group and
@@ -36,6 +37,7 @@ using parallel::testing::block;
 using parallel::testing::check_close;
 using parallel::testing::check_params;
 using parallel::testing::leaf;
+using parallel::testing::on_grid;
 using parallel::testing::rel_error;
 using parallel::testing::set_param;
 using parallel::testing::smooth;
@@ -87,8 +89,9 @@ Tensor drop_grad(const Tensor& x) {
 // SUMMA per call (summa.h): ab(a, b): row q broadcasts of a, column q broadcasts of b;
 // abt(., b) -> c: column q broadcasts of b, row q reduces of c; atb(a, .) -> c: row q broadcasts
 // of a, column q reduces of c.
+// 2.5D adds the depth group (the weights' gradient sums); the SUMMA products never use it.
 struct Volume {
-  CommStats row, col;
+  CommStats row, col, dep;
 };
 
 void add(CommStats& s, CommKind kind, int64_t calls, int64_t payload, int64_t sent,
@@ -111,10 +114,15 @@ void ring(CommStats& s, CommKind kind, int q, int64_t payload) {
 }
 
 void check_volume(const SummaGrid& grid, const Volume& want, const std::string& what) {
+  std::vector<std::pair<parallel::tensor::CommPtr, const CommStats*>> groups{{grid.row, &want.row},
+                                                                             {grid.col, &want.col}};
+  if (grid.dep) groups.emplace_back(grid.dep, &want.dep);
+  if (grid.batch) groups.emplace_back(grid.batch, nullptr);  // the layers here never use it
+  const CommStats none;
   for (int k = 0; k < parallel::kNumCommKinds; ++k) {
     const CommKind kind = CommKind(k);
-    for (const auto& [group, expected] :
-         {std::pair{grid.row, &want.row}, std::pair{grid.col, &want.col}}) {
+    for (const auto& [group, predicted] : groups) {
+      const CommStats* expected = predicted ? predicted : &none;
       const parallel::CommCounter got = group->stats()[kind], exp = (*expected)[kind];
       const std::string where = str_cat(what, " ", group->name(), " ", comm_kind_name(kind));
       RANK_CHECK(got.calls == exp.calls, where, ": ", got.calls, " calls, predicted ", exp.calls);
@@ -129,8 +137,8 @@ void check_volume(const SummaGrid& grid, const Volume& want, const std::string& 
 }
 
 void reset(const SummaGrid& grid) {
-  grid.row->reset_stats();
-  grid.col->reset_stats();
+  for (const auto& group : {grid.row, grid.col, grid.dep, grid.batch})
+    if (group) group->reset_stats();
 }
 
 // ---------------------------------------------------------------- SUMMA products
@@ -294,7 +302,7 @@ void check_linear(const ParallelContext& ctx, nn::ParallelStyle style, nn::Linea
   const SummaGrid g = nn::BuildContext(unused, &ctx).summa_grid();
   const int q = g.q();
   const std::string what = str_cat("Linear2D ", nn::parallel_style_name(style), " init ", int(init),
-                                   bias ? " bias" : "", " on ", q, " x ", q);
+                                   bias ? " bias" : "", on_grid(g));
   const nn::LinearSpec spec{
       .in_features = 3 * q, .out_features = 2 * q * q, .bias = bias, .init = init};
   Generator g1(7), g2(7);
@@ -308,8 +316,9 @@ void check_linear(const ParallelContext& ctx, nn::ParallelStyle style, nn::Linea
              "serial ",
              g1.offset());
   // Odd batch chunk (3) and sequence (5).
-  const Tensor x = smooth({3 * q, 5, spec.in_features}, 21);
-  const Tensor gy = smooth({3 * q, 5, spec.out_features}, 22);
+  const int64_t b = 3 * g.batch_parts();
+  const Tensor x = smooth({b, 5, spec.in_features}, 21);
+  const Tensor gy = smooth({b, 5, spec.out_features}, 22);
   Tensor xs = leaf(x), xt = leaf(x);
   Tensor ys = serial.forward(xs);
   autograd::backward({sum(mul(ys, gy))});
@@ -327,7 +336,7 @@ void check_layer_norm(const ParallelContext& ctx, bool affine, bool bias) {
   const SummaGrid g = nn::BuildContext(unused, &ctx).summa_grid();
   const int q = g.q();
   const std::string what =
-      str_cat("LayerNorm2D", affine ? " affine" : "", bias ? " bias" : "", " on ", q, " x ", q);
+      str_cat("LayerNorm2D", affine ? " affine" : "", bias ? " bias" : "", on_grid(g));
   const nn::LayerNormSpec spec{.dim = 3 * q * q, .affine = affine, .bias = bias};
   auto serial = nn::make_layer_norm(spec);
   auto twin = nn::make_layer_norm(spec, nn::BuildContext(unused, &ctx));
@@ -338,7 +347,7 @@ void check_layer_norm(const ParallelContext& ctx, bool affine, bool bias) {
     set_param(serial->weight(), twin->weight(), placements[0].second, smooth({spec.dim}, 31));
   if (twin->bias().defined())
     set_param(serial->bias(), twin->bias(), placements[1].second, smooth({spec.dim}, 32));
-  const Tensor x = smooth({3 * q, 5, spec.dim}, 33, 2.0, 3.0);
+  const Tensor x = smooth({3 * g.batch_parts(), 5, spec.dim}, 33, 2.0, 3.0);
   const Tensor gy = smooth(x.shape(), 34);
   Tensor xs = leaf(x), xt = leaf(x);
   Tensor ys = serial->forward(xs);
@@ -369,7 +378,7 @@ void check_mlp(const ParallelContext& ctx, const std::string& gelu) {
   Generator unused(0);
   const SummaGrid g = nn::BuildContext(unused, &ctx).summa_grid();
   const int q = g.q();
-  const std::string what = str_cat("LayerNorm -> MLP (gelu ", gelu, ") on ", q, " x ", q);
+  const std::string what = str_cat("LayerNorm -> MLP (gelu ", gelu, ")", on_grid(g));
   nn::MLPSpec spec = mlp_spec(q);
   spec.gelu = gelu;
   const nn::LayerNormSpec ln_spec{.dim = spec.d_model};
@@ -383,7 +392,7 @@ void check_mlp(const ParallelContext& ctx, const std::string& gelu) {
              what, ": the factories gave ", twin.ln->type_name(), ", ",
              twin.mlp->c_fc()->type_name(), ", ", twin.mlp->c_proj()->type_name());
   RANK_CHECK(g1.offset() == g2.offset(), what, ": generator offsets differ");
-  const Tensor x = smooth({3 * q, 5, spec.d_model}, 41, 1.5, -0.5);
+  const Tensor x = smooth({3 * g.batch_parts(), 5, spec.d_model}, 41, 1.5, -0.5);
   const Tensor gy = smooth(x.shape(), 42);
   Tensor xs = leaf(x), xt = leaf(x);
   Tensor ys = serial.forward(xs);
@@ -399,7 +408,8 @@ void check_mlp(const ParallelContext& ctx, const std::string& gelu) {
 // ---------------------------------------------------------------- communication volume
 
 // Linear2D alone and the LayerNorm -> MLP block on this rank's blocks (no split / gather), forward
-// and backward counted apart, against the prediction. With n = B / q * T rows per block:
+// and backward counted apart, against the prediction. With n = B / q * T rows per block (2.5D:
+// B / (d q) * T, each depth layer the 2D volume on its batch slice):
 //   Linear2D (in -> out, bias), x = n in/q, w = out/q in/q, bytes f32:
 //     forward   row: q broadcasts of x;  column: q broadcasts of w, all_gather of out/q
 //     backward  row: q reduces of x (dX), q broadcasts of x (dW);
@@ -407,10 +417,17 @@ void check_mlp(const ParallelContext& ctx, const std::string& gelu) {
 //   LayerNorm2D (C, affine with bias):
 //     forward   row: 2 all_reduces of n;  column: 2 all_gathers of C/q
 //     backward  row: 2 all_reduces of n;  column: 2 reduce_scatters of C/q
+//   2.5D, depth d, backward: every parameter's gradient summed over the depth group, one
+//     all_reduce each: the Linear2D weight block (w) and bias shard (out/q^2), the LayerNorm2D
+//     weight and bias shards (C/q^2)
 //   The block: LayerNorm2D(C), Linear2D(C -> H), GELU, Linear2D(H -> C), the sums of the above.
-void predict_linear(Volume& fwd, Volume& bwd, int q, int64_t n, int64_t in, int64_t out,
+void predict_linear(Volume& fwd, Volume& bwd, int q, int d, int64_t n, int64_t in, int64_t out,
                     bool input_grad) {
   const int64_t x = n * in / q * kF32, w = out / q * in / q * kF32, bias = out / q * kF32;
+  if (d > 1) {
+    ring(bwd.dep, CommKind::all_reduce, d, w);
+    ring(bwd.dep, CommKind::all_reduce, d, bias / q);
+  }
   broadcast_steps(fwd.row, q, x);
   broadcast_steps(fwd.col, q, w);
   ring(fwd.col, CommKind::all_gather, q, bias);
@@ -423,8 +440,9 @@ void predict_linear(Volume& fwd, Volume& bwd, int q, int64_t n, int64_t in, int6
   ring(bwd.col, CommKind::reduce_scatter, q, bias);
 }
 
-void predict_layer_norm(Volume& fwd, Volume& bwd, int q, int64_t n, int64_t c) {
+void predict_layer_norm(Volume& fwd, Volume& bwd, int q, int d, int64_t n, int64_t c) {
   for (int i = 0; i < 2; ++i) {  // mean, variance; weight, bias
+    if (d > 1) ring(bwd.dep, CommKind::all_reduce, d, c / q / q * kF32);
     ring(fwd.row, CommKind::all_reduce, q, n * kF32);
     ring(fwd.col, CommKind::all_gather, q, c / q * kF32);
     ring(bwd.row, CommKind::all_reduce, q, n * kF32);
@@ -436,23 +454,23 @@ void check_volumes(const ParallelContext& ctx) {
   Generator gen(5);
   const nn::BuildContext bctx(gen, &ctx);
   const SummaGrid g = bctx.summa_grid();
-  const int q = g.q(), r = g.grid_row(), s = g.grid_col();
-  const int64_t b = 3 * q, t = 5, n = b / q * t;
+  const int q = g.q(), d = g.depth();
+  const int64_t b = 3 * g.batch_parts(), t = 5, n = b / g.batch_parts() * t;
   {
     const int64_t in = 3 * q, out = 2 * q * q;
     auto lin =
         nn::make_linear({.in_features = in, .out_features = out}, bctx, nn::ParallelStyle::column);
     for (bool input_grad : {true, false}) {
       const std::string what = str_cat("Linear2D volume", input_grad ? "" : " (no input grad)");
-      Tensor x = block(smooth({b, t, in}, 51), r, s, q);
+      Tensor x = block(smooth({b, t, in}, 51), g);
       if (input_grad) x = leaf(x);
       Volume fwd, bwd;
-      predict_linear(fwd, bwd, q, n, in, out, input_grad);
+      predict_linear(fwd, bwd, q, d, n, in, out, input_grad);
       reset(g);
       Tensor y = lin->forward(x);
       check_volume(g, fwd, what + " forward");
       reset(g);
-      autograd::backward({sum(mul(y, block(smooth({b, t, out}, 52), r, s, q)))});
+      autograd::backward({sum(mul(y, block(smooth({b, t, out}, 52), g)))});
       check_volume(g, bwd, what + " backward");
       lin->zero_grad();
     }
@@ -462,30 +480,32 @@ void check_volumes(const ParallelContext& ctx) {
     const int64_t c = spec.d_model, h = 4 * c;
     LnMlp block2d{nn::make_layer_norm({.dim = c}, bctx), nn::make_mlp(spec, bctx)};
     Volume fwd, bwd;
-    predict_layer_norm(fwd, bwd, q, n, c);
-    predict_linear(fwd, bwd, q, n, c, h, true);
-    predict_linear(fwd, bwd, q, n, h, c, true);
-    Tensor x = leaf(block(smooth({b, t, c}, 53), r, s, q));
+    predict_layer_norm(fwd, bwd, q, d, n, c);
+    predict_linear(fwd, bwd, q, d, n, c, h, true);
+    predict_linear(fwd, bwd, q, d, n, h, c, true);
+    Tensor x = leaf(block(smooth({b, t, c}, 53), g));
     ctx.tensor_group()->reset_stats();
     reset(g);
     Tensor y = block2d.forward(x);
     check_volume(g, fwd, "LayerNorm -> MLP volume forward");
     reset(g);
-    autograd::backward({sum(mul(y, block(smooth({b, t, c}, 54), r, s, q)))});
+    autograd::backward({sum(mul(y, block(smooth({b, t, c}, 54), g)))});
     check_volume(g, bwd, "LayerNorm -> MLP volume backward");
     RANK_CHECK(ctx.tensor_group()->stats().total().calls == 0,
                "the 2D block used the whole tensor group: ", ctx.tensor_group()->stats().str());
-    if (r == 0 && s == 0) {
+    if (ctx.tensor_group()->rank() == 0) {
       const CommStats& row = fwd.row;
       std::printf(
-          "tp 2d volume: LayerNorm -> MLP block (B %lld, T %lld, C %lld, H %lld) per rank: "
+          "tp %s volume: LayerNorm -> MLP block (B %lld, T %lld, C %lld, H %lld)%s per rank: "
           "forward row broadcast %lld B sent / %lld received, column broadcast %lld / "
-          "%lld\n",
-          (long long)b, (long long)t, (long long)c, (long long)h,
-          (long long)row[CommKind::broadcast].bytes_sent,
+          "%lld; backward depth all_reduce %lld / %lld\n",
+          ctx.config().tensor.mode.c_str(), (long long)b, (long long)t, (long long)c, (long long)h,
+          on_grid(g).c_str(), (long long)row[CommKind::broadcast].bytes_sent,
           (long long)row[CommKind::broadcast].bytes_received,
           (long long)fwd.col[CommKind::broadcast].bytes_sent,
-          (long long)fwd.col[CommKind::broadcast].bytes_received);
+          (long long)fwd.col[CommKind::broadcast].bytes_received,
+          (long long)bwd.dep[CommKind::all_reduce].bytes_sent,
+          (long long)bwd.dep[CommKind::all_reduce].bytes_received);
     }
   }
 }
@@ -541,14 +561,33 @@ void check_errors(const ParallelContext& ctx) {
              "make_embedding error: '", e, "'");
   auto table =
       nn::make_embedding({.num_embeddings = 8, .dim = q * q}, bctx, nn::ParallelStyle::vocab);
-  e = error_of([&] { table->forward(zeros({q + 1, 3}, {.dtype = DType::i64})); });
-  RANK_CHECK(
-      e.find("[VocabParallelEmbedding2D]") != std::string::npos &&
-          e.find(str_cat("batch B divisible by the 2D grid side q = ", q)) != std::string::npos,
-      "VocabParallelEmbedding2D batch error: '", e, "'");
-  for (const auto& group : {g.row, g.col})
-    RANK_CHECK(group->stats().total().calls == 0, "a refused call moved something on ",
-               group->name());
+  // 2.5D splits the batch over the depth layers first: q rows split over the grid rows, not d q.
+  const std::string batch_split = g.depth() > 1
+                                      ? str_cat("batch B divisible by depth x q = ", g.depth(),
+                                                " x ", q, " = ", g.batch_parts())
+                                      : str_cat("batch B divisible by the 2D grid side q = ", q);
+  for (int64_t rows : {int64_t(q) + 1, g.depth() > 1 ? int64_t(q) : int64_t(q) + 1}) {
+    e = error_of([&] { table->forward(zeros({rows, 3}, {.dtype = DType::i64})); });
+    RANK_CHECK(e.find("[VocabParallelEmbedding2D]") != std::string::npos &&
+                   e.find(batch_split) != std::string::npos,
+               "VocabParallelEmbedding2D batch error: '", e, "'");
+  }
+  if (g.depth() > 1) {
+    e = error_of([&] { parallel::tensor::split_2d(smooth({q, 2 * q}, 1), g); });
+    RANK_CHECK(e.find("[split_2d]") != std::string::npos &&
+                   e.find(str_cat("depth x q = ", g.depth(), " x ", q)) != std::string::npos,
+               "split_2d depth error: '", e, "'");
+    e = error_of([&] {
+      parallel::tensor::summa_ab(smooth({3, 4}, 1), smooth({4, 2}, 2),
+                                 SummaGrid{.row = g.row, .col = g.col, .dep = g.dep});
+    });
+    RANK_CHECK(e.find("both a depth and a batch group") != std::string::npos, "2.5D grid error: '",
+               e, "'");
+  }
+  for (const auto& group : {g.row, g.col, g.dep, g.batch})
+    if (group)
+      RANK_CHECK(group->stats().total().calls == 0, "a refused call moved something on ",
+                 group->name());
 }
 
 }  // namespace
@@ -556,19 +595,19 @@ void check_errors(const ParallelContext& ctx) {
 int main(int argc, char** argv) {
   return parallel::run_distributed(
       argc, argv, [](const std::shared_ptr<parallel::Communicator>& world) {
-        const int n = world->size();
-        const int q = int(std::lround(std::sqrt(double(n))));
-        RANK_CHECK(q * q == n && q > 1, "tp_2d_ranks runs on a square number of ranks > 1, got ",
-                   n);
-        parallel::ParallelConfig config;
-        config.tensor.size = n;
-        config.tensor.mode = "2d";
+        const parallel::ParallelConfig config = parallel::testing::summa_config(world->size());
         ParallelContext ctx(config, world);
         Generator unused(0);
         const SummaGrid grid = nn::BuildContext(unused, &ctx).summa_grid();
-        RANK_CHECK(grid.q() == q && grid.grid_row() == ctx.coord("tp_row") &&
-                       grid.grid_col() == ctx.coord("tp_col"),
-                   "grid coordinates (", grid.grid_row(), ", ", grid.grid_col(), ") vs the mesh's");
+        const int q = grid.q();
+        const bool deep = config.tensor.mode == "2.5d";
+        RANK_CHECK(
+            q * q * grid.depth() == world->size() && grid.grid_row() == ctx.coord("tp_row") &&
+                grid.grid_col() == ctx.coord("tp_col") && grid.depth() == config.tensor.depth &&
+                grid.depth_index() == (deep ? ctx.coord("tp_dep") : 0) &&
+                (grid.dep != nullptr) == deep,
+            "grid coordinates (", grid.depth_index(), ", ", grid.grid_row(), ", ", grid.grid_col(),
+            ") vs the mesh's");
         check_errors(ctx);
         check_grid_of_one(world);
         uint64_t seed = 100;
@@ -592,7 +631,8 @@ int main(int argc, char** argv) {
         check_volumes(ctx);
         world->barrier()->wait();
         if (world->rank() == 0)
-          std::printf("tp 2d: all checks passed on %d x %d ranks (%lld checks on rank 0)\n", q, q,
+          std::printf("tp %s: all checks passed%s ranks (%lld checks on rank 0)\n",
+                      config.tensor.mode.c_str(), on_grid(grid).c_str(),
                       static_cast<long long>(parallel::testing::checks_passed()));
         return 0;
       });

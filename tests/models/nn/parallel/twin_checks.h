@@ -15,6 +15,7 @@
 #include "models/nn/module.h"
 #include "parallel/mesh/parallel_context.h"
 #include "parallel/tensor/placement_ops.h"
+#include "parallel/tensor/summa.h"
 #include "tests/parallel/rank_check.h"
 
 namespace tessera::parallel::testing {
@@ -60,6 +61,40 @@ inline Tensor block(const Tensor& full, int r, int s, int q) {
   return full.narrow(0, r * rows, rows).narrow(full.dim() - 1, s * cols, cols).contiguous();
 }
 
+// The tensor layout the SUMMA programs run on n ranks: 2d on a square number (q^2), 2.5d of
+// depth 2 on twice a square (8 = 2 x 2^2: Tesseract's smallest stack).
+inline ParallelConfig summa_config(int n) {
+  ParallelConfig config;
+  config.tensor.size = n;
+  const int q = int(std::lround(std::sqrt(double(n)))), half = int(std::lround(std::sqrt(n / 2.0)));
+  if (q * q == n && q > 1) {
+    config.tensor.mode = "2d";
+  } else {
+    RANK_CHECK(n % 2 == 0 && 2 * half * half == n && half > 1,
+               "the SUMMA programs run on q^2 ranks (2d) or 2 q^2 ranks (2.5d of depth 2), q > 1; "
+               "got ",
+               n);
+    config.tensor.mode = "2.5d";
+    config.tensor.depth = 2;
+  }
+  return config;
+}
+
+// " on 2 x 2" (2D) or " on 2 x 2 x 2" (2.5D: depth x q x q), for the checks' names.
+inline std::string on_grid(const tensor::SummaGrid& g) {
+  return g.depth() > 1 ? str_cat(" on ", g.depth(), " x ", g.q(), " x ", g.q())
+                       : str_cat(" on ", g.q(), " x ", g.q());
+}
+
+// The block of `full` this rank of `g` holds: batch chunk batch_index() of batch_parts() along
+// dim 0 (2D: its grid row's), features chunk grid_col() of q along the last.
+inline Tensor block(const Tensor& full, const tensor::SummaGrid& g) {
+  const int64_t rows = full.size(0) / g.batch_parts(), cols = full.size(-1) / g.q();
+  return full.narrow(0, g.batch_index() * rows, rows)
+      .narrow(full.dim() - 1, g.grid_col() * cols, cols)
+      .contiguous();
+}
+
 // Rows chunk r of `full` along dim 0 (a grid row's batch chunk).
 inline Tensor rows_of(const Tensor& full, int r, int q) {
   const int64_t rows = full.size(0) / q;
@@ -100,7 +135,8 @@ inline void check_params(const nn::Module& twin, const nn::Module& serial,
     RANK_CHECK(p.global_shape == want[i].second.shape(), what, ": ", name, " global shape ",
                shape_str(p.global_shape), " vs serial ", shape_str(want[i].second.shape()));
     if (!p.replicated()) {
-      padded_sharded += shape_numel(p.view_shape());
+      // 2.5D: each shard lives on the d depth layers, so P / d ranks hold the view.
+      padded_sharded += shape_numel(p.view_shape()) * p.copies();
       local_sharded += params[i].second.numel();
     }
     const Tensor value = parallel::tensor::gather_full(params[i].second.detach(), p, ctx);
@@ -110,7 +146,8 @@ inline void check_params(const nn::Module& twin, const nn::Module& serial,
     const Tensor grad = parallel::tensor::gather_full(params[i].second.grad(), p, ctx);
     check_close(grad, want[i].second.grad(), what + " gradient of " + name);
   }
-  // Every sharded parameter is cut over the whole tensor group: 1/P of its (padded) view each.
+  // Every sharded parameter is cut over the whole tensor group: 1/P of its (padded) view each
+  // (2.5D: 1/q^2, repeated on the d depth layers).
   const int size = ctx.config().tensor.size;
   RANK_CHECK(local_sharded * size == padded_sharded, what, ": ", local_sharded,
              " sharded parameters on this rank, serial (padded) ", padded_sharded);
