@@ -3,11 +3,16 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
+#include "models/nn/parallel/linear_3d.h"
 
 namespace tessera::gpt {
 
 GPT::GPT(const GPTConfig& config, const nn::BuildContext& ctx)
-    : config_(config), seq_(ctx), split2d_(ctx), sp_(ctx) {
+    : config_(config),
+      seq_(ctx),
+      split2d_(ctx),
+      cube_side_(ctx.tensor_3d() ? nn::cube_of(ctx, "GPT").q() : 1),
+      sp_(ctx) {
   config.validate();
   const GPTConfig& c = config_;
   // forward() pads a window to a multiple of P, which must still fit the position table.
@@ -126,10 +131,12 @@ Tensor GPT::stage_forward(int chunk, const Tensor& input, const Tensor& targets)
 }
 
 Tensor GPT::forward(const Tensor& ids) {
-  // 2D tensor parallelism splits the batch over the grid rows: outside training a batch that does
-  // not split (generation's one prompt) is padded with rows of id 0, whose logits are dropped.
+  // 2D tensor parallelism splits the batch over the grid rows (3D over the cube side): outside
+  // training a batch that does not split (generation's one prompt) is padded with rows of id 0,
+  // whose logits are dropped.
   const int64_t b = ids.defined() && ids.dim() == 2 ? ids.size(0) : 0;
-  if (const int64_t rows = split2d_.batch_padding(b); rows > 0 && !is_training()) {
+  const int64_t rows = split2d_.batch_padding(b) + (cube_side_ - b % cube_side_) % cube_side_;
+  if (rows > 0 && !is_training()) {
     const Tensor pad = zeros({rows, ids.size(1)}, {.dtype = ids.dtype(), .device = ids.device()});
     return narrow(forward(cat({ids, pad}, 0)), 0, 0, b);  // (B, T, V)
   }

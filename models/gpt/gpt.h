@@ -71,6 +71,7 @@ class GPT : public nn::Module {
   std::shared_ptr<nn::LMHead> lm_head_;
   nn::SequenceSplit seq_;  // off unless parallel.tensor.sequence_parallel
   nn::Split2D split2d_;    // off unless parallel.tensor.mode 2d
+  int64_t cube_side_ = 1;  // parallel.tensor.mode 3d: the cube side q, which cuts the batch
   nn::SequenceShard sp_;   // off unless parallel.sequence > 1 (the paper's sequence parallelism)
   nn::PipelineStage stage_;
   std::vector<int64_t> block_slot_;  // global block index -> position in h_ (-1: not held)

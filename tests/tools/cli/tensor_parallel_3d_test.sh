@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# `mpirun -np 8 tessera train` with parallel.tensor.mode 3d (a 2 x 2 x 2 cube: the batch cut over
+# the cube side, the features and heads in q^2 chunks, every parameter in q^3 pieces) gives the
+# serial run's losses within 1e-4 relative for GPT (tiny, a few steps, dropout on), read from the
+# metrics files, and the serial run's gradient norms (clipping on). The 3D checkpoint holds the
+# serial model: resumed on one process it gives the same next losses as the serial checkpoint
+# resumed. Layouts that do not split (heads over q^2, the micro-batch over q, the vocabulary over
+# q^2) are refused naming the numbers; BERT and ViT are refused naming the layers they lack.
+# Usage: tensor_parallel_3d_test.sh TESSERA
+set -u
+here=$(dirname "$0")
+source "$here/cli_test_lib.sh"
+tessera=$(realpath "$1")
+work=$TMPDIR/work
+mkdir -p "$work"
+tp=(--set parallel.tensor.size=8 --set parallel.tensor.mode=3d)
+
+# compare NAME A B: losses within 1e-4 relative (compare_losses.py) and the gradient norms too.
+compare() {
+  if ! python3 "$here/compare_losses.py" "$2" "$3" 1e-4 >"$LOG" 2>&1; then
+    fail "$1: $(cat "$LOG")"
+    return
+  fi
+  local losses=$(cat "$LOG")
+  if python3 - "$2" "$3" >"$LOG" 2>&1 <<'PY'; then
+import json, sys
+def norms(path):
+    with open(path) as f:
+        rows = [json.loads(line) for line in f]
+    return {r["step"]: r["grad_norm"] for r in rows if not r.get("eval") and "grad_norm" in r}
+a, b = norms(sys.argv[1]), norms(sys.argv[2])
+if not a or sorted(a) != sorted(b):
+    sys.exit(f"gradient norms: steps differ: {sorted(a)} vs {sorted(b)}")
+worst = max(abs(a[s] - b[s]) / max(abs(a[s]), 1e-12) for s in a)
+print(f"gradient norms {a[min(a)]:.4f} -> {a[max(a)]:.4f}, worst relative difference {worst:.2e}")
+sys.exit(0 if worst <= 1e-4 else f"gradient norm relative difference {worst:.2e} > 1e-4")
+PY
+    echo "ok: $1: $losses; $(cat "$LOG")"
+  else
+    fail "$1: $losses; $(cat "$LOG")"
+  fi
+}
+
+# GPT with 4 heads (q^2 = 4): the batch of 8 is 2 chunks of 4; a tight clip so every step clips.
+gcommon=(--config "$here/tiny_gpt.json" --set model.n_heads=4 --set train.steps=6
+         --set train.sample_tokens=8 --set logging.log_every=1 --set model.dropout=0.1
+         --set model.attn_dropout=0.1 --set train.grad_clip=0.05)
+mpi 1 300 "$tessera" train "${gcommon[@]}" --set logging.metrics="$work/gpt-serial.jsonl" \
+  --set checkpoint.dir="$work/gpt-serial"
+expect_ok "gpt serial" "step 6/6"
+mpi 8 300 "$tessera" train "${gcommon[@]}" "${tp[@]}" --set logging.metrics="$work/gpt-3d.jsonl" \
+  --set checkpoint.dir="$work/gpt-3d"
+expect_ok "gpt tp 3d" "tensor parallel: 3d over 8 ranks, groups [0,1,2,3,4,5,6,7]"
+compare "gpt serial vs tp 3d" "$work/gpt-serial.jsonl" "$work/gpt-3d.jsonl"
+# The 3D checkpoint, saved under serial names with global shapes, is the serial model.
+for run in serial 3d; do
+  mpi 1 120 "$tessera" train "${gcommon[@]}" --set train.steps=8 \
+    --set logging.metrics="$work/gpt-$run-resumed.jsonl" --set checkpoint.dir="$work/gpt-$run"
+  expect_ok "gpt $run checkpoint resumed serially" "resumed from"
+done
+compare "next losses: serial and tp 3d checkpoints resumed" "$work/gpt-serial-resumed.jsonl" \
+  "$work/gpt-3d-resumed.jsonl"
+
+cube="parallel.tensor.mode 3d on a 2 x 2 x 2 cube"
+mpi 8 60 "$tessera" train --config "$here/tiny_gpt.json" "${tp[@]}"
+expect_error "3d: heads not divisible" "$cube: expected model.n_heads 2 divisible by q^2 = 4" 30
+mpi 8 60 "$tessera" train --config "$here/tiny_gpt.json" "${tp[@]}" --set model.n_heads=4 \
+  --set train.batch_size=5
+expect_error "3d: micro-batch not divisible" \
+  "expected train.micro_batch_size 5 divisible by q = 2" 30
+mpi 8 60 "$tessera" train --config "$here/tiny_gpt.json" "${tp[@]}" --set model.n_heads=4 \
+  --set model.vocab_size=254
+expect_error "3d: vocabulary not divisible" \
+  "$cube: expected model.vocab_size 254 divisible by q^2 = 4" 30
+
+# BERT and ViT have no 3D heads (nor ViT a 3D patch embedding) yet: refused at start-up.
+for model in bert vit; do
+  mpi 8 60 "$tessera" train --config "$here/../../../tools/configs/$model-tiny.json" "${tp[@]}" \
+    --set train.steps=4 --set schedule.warmup_steps=2
+  want="BERT needs a Classifier3D for its heads"
+  [ "$model" = vit ] && want="ViT needs a PatchEmbedding3D and a Classifier3D"
+  expect_error "3d: $model refused" "$cube: this version of Tessera has 3D layers for GPT only ($want)" 30
+done
+finish
