@@ -21,7 +21,10 @@ int64_t TokenDataset::count_windows(const TokenFile& file, const TokenDatasetOpt
 }
 
 TokenDataset::TokenDataset(const std::string& path, const TokenDatasetOptions& options)
-    : TokenDataset(TokenFile::open(path, {.verify = options.verify_file}), options) {}
+    : TokenDataset(TokenFile::open(path, {.verify = options.verify_file,
+                                          .format = options.format,
+                                          .vocab_size = options.vocab_size}),
+                   options) {}
 
 TokenDataset::TokenDataset(TokenFile file, const TokenDatasetOptions& options)
     : file_(std::move(file)),

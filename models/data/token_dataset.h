@@ -23,6 +23,10 @@ struct TokenDatasetOptions {
   int64_t rank = 0;
   int64_t world_size = 1;
   bool verify_file = true;  // TokenFileOpenOptions::verify
+  // The file's format, and for llmc / u16 (which record none) the vocab size its ids must be
+  // below: TokenFileOpenOptions::format and vocab_size.
+  TokenFormat format = TokenFormat::tessera;
+  uint64_t vocab_size = 0;
 };
 
 struct TokenBatch {

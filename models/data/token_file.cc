@@ -178,18 +178,68 @@ void TokenFileWriter::finish() {
 // ---------------------------------------------------------------------------------------------
 // TokenFile
 
+namespace {
+
+// Bytes as text, non-printable ones as \xNN (a binary magic must not cut the message short).
+std::string printable(const unsigned char* p, size_t n) {
+  std::string out;
+  for (size_t i = 0; i < n; ++i) {
+    if (p[i] >= 0x20 && p[i] < 0x7F) {
+      out += char(p[i]);
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof(hex), "\\x%02x", p[i]);
+      out += hex;
+    }
+  }
+  return out;
+}
+
+// The payload of a Tessera token file of `file_bytes` bytes mapped at `h` (header checked).
+TokenPayload locate_tessera_payload(const std::string& path, const unsigned char* h,
+                                    uint64_t file_bytes) {
+  constexpr const char* op = "token_file";
+  TS_CHECK(std::memcmp(h, kTokenFileMagic, 8) == 0, op, "expected '", path,
+           "' to start with magic TSRATOK1, got '", printable(h, 8), "': not a Tessera token file",
+           load_u32(h) == uint32_t(kLlmcMagic) ? " (it is llm.c's: format llmc)" : "");
+  const uint32_t version = load_u32(h + 8), dtype = load_u32(h + 12);
+  TS_CHECK(version == kTokenFileVersion, op, "expected token file version ", kTokenFileVersion,
+           " in '", path, "', got ", version);
+  TS_CHECK(dtype == 2 || dtype == 4, op, "expected dtype 2 (u16) or 4 (u32) in '", path, "', got ",
+           dtype);
+  TokenPayload p{.offset = kTokenFileHeaderBytes,
+                 .count = load_u64(h + 16),
+                 .width = dtype,
+                 .vocab_size = load_u64(h + 24),
+                 .checksum = load_u64(h + 32)};
+  TS_CHECK(p.vocab_size > 0 && p.vocab_size <= (uint64_t(1) << 32), op,
+           "expected a vocab size in [1, 2^32] in '", path, "', got ", p.vocab_size);
+  const uint64_t payload = file_bytes - kTokenFileHeaderBytes;
+  const bool fits = p.count <= payload / dtype;
+  TS_CHECK(fits && p.count * dtype == payload, op, "expected '", path, "' to hold ", p.count,
+           " tokens of ", dtype, " bytes (", p.count, " x ", dtype, " + ", kTokenFileHeaderBytes,
+           " header bytes), got ", file_bytes,
+           " bytes: ", fits ? "trailing bytes after the payload" : "the file is truncated");
+  return p;
+}
+
+}  // namespace
+
 TokenFile TokenFile::open(const std::string& path, const TokenFileOpenOptions& options) {
   constexpr const char* op = "token_file";
   TokenFile tf;
   tf.path_ = path;
+  tf.format_ = options.format;
   const int fd = ::open(path.c_str(), O_RDONLY);
   TS_CHECK(fd >= 0, op, "expected a readable token file '", path,
            "', got error: ", std::strerror(errno));
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || st.st_size < int64_t(kTokenFileHeaderBytes)) {
+  if (::fstat(fd, &st) != 0) st.st_size = 0;
+  try {
+    check_token_file_size(options.format, path, uint64_t(st.st_size));
+  } catch (...) {
     ::close(fd);
-    TS_FAIL(op, "expected '", path, "' to hold at least the ", kTokenFileHeaderBytes,
-            "-byte header, got ", int64_t(st.st_size), " bytes");
+    throw;
   }
   tf.map_bytes_ = size_t(st.st_size);
   tf.map_ = ::mmap(nullptr, tf.map_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -200,27 +250,15 @@ TokenFile TokenFile::open(const std::string& path, const TokenFileOpenOptions& o
     TS_FAIL(op, "expected to memory-map '", path, "', got error: ", std::strerror(err));
   }
   const unsigned char* h = static_cast<const unsigned char*>(tf.map_);
-  TS_CHECK(std::memcmp(h, kTokenFileMagic, 8) == 0, op, "expected '", path,
-           "' to start with magic TSRATOK1, got '",
-           std::string(reinterpret_cast<const char*>(h), 8), "': not a Tessera token file");
-  const uint32_t version = load_u32(h + 8), dtype = load_u32(h + 12);
-  TS_CHECK(version == kTokenFileVersion, op, "expected token file version ", kTokenFileVersion,
-           " in '", path, "', got ", version);
-  TS_CHECK(dtype == 2 || dtype == 4, op, "expected dtype 2 (u16) or 4 (u32) in '", path, "', got ",
-           dtype);
-  tf.dtype_ = TokenDType(dtype);
-  tf.count_ = load_u64(h + 16);
-  tf.vocab_size_ = load_u64(h + 24);
-  tf.checksum_ = load_u64(h + 32);
-  TS_CHECK(tf.vocab_size_ > 0 && tf.vocab_size_ <= (uint64_t(1) << 32), op,
-           "expected a vocab size in [1, 2^32] in '", path, "', got ", tf.vocab_size_);
-  const uint64_t payload = tf.map_bytes_ - kTokenFileHeaderBytes;
-  const bool fits = tf.count_ <= payload / dtype;
-  TS_CHECK(fits && tf.count_ * dtype == payload, op, "expected '", path, "' to hold ", tf.count_,
-           " tokens of ", dtype, " bytes (", tf.count_, " x ", dtype, " + ", kTokenFileHeaderBytes,
-           " header bytes), got ", tf.map_bytes_,
-           " bytes: ", fits ? "trailing bytes after the payload" : "the file is truncated");
-  tf.payload_ = h + kTokenFileHeaderBytes;
+  const TokenPayload p =
+      options.format == TokenFormat::tessera
+          ? locate_tessera_payload(path, h, tf.map_bytes_)
+          : locate_foreign_payload(options.format, path, h, tf.map_bytes_, options.vocab_size);
+  tf.dtype_ = TokenDType(p.width);
+  tf.count_ = p.count;
+  tf.vocab_size_ = p.vocab_size;
+  tf.checksum_ = p.checksum;
+  tf.payload_ = h + p.offset;
   if (options.verify) tf.verify_payload();
   return tf;
 }
@@ -232,7 +270,7 @@ void TokenFile::verify_payload() const {
   for (uint64_t start = 0; start < count_; start += block) {
     const uint64_t n = std::min(block, count_ - start);
     const unsigned char* p = payload_ + start * width;
-    sum.update(p, n * width);
+    if (checksum_) sum.update(p, n * width);
     uint32_t max_id = 0;
     for (uint64_t i = 0; i < n; ++i) max_id = std::max(max_id, load_id(p + i * width, dtype_));
     if (max_id >= vocab_size_) {
@@ -243,8 +281,9 @@ void TokenFile::verify_payload() const {
       }
     }
   }
+  if (!checksum_) return;  // llmc and u16 files record none
   const uint64_t actual = sum.finish();
-  TS_CHECK(actual == checksum_, "token_file", "expected payload checksum ", checksum_, " in '",
+  TS_CHECK(actual == *checksum_, "token_file", "expected payload checksum ", *checksum_, " in '",
            path_, "', got ", actual, ": the file is corrupt");
 }
 
@@ -261,6 +300,7 @@ TokenFile& TokenFile::operator=(TokenFile&& other) noexcept {
     vocab_size_ = other.vocab_size_;
     checksum_ = other.checksum_;
     dtype_ = other.dtype_;
+    format_ = other.format_;
   }
   return *this;
 }

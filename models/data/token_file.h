@@ -11,14 +11,18 @@
 //       40    24  reserved, zero
 //       64     -  payload: token count ids of the dtype's width
 // The file's size must be exactly 64 + count * width. Writers choose u16 when the vocabulary has
-// at most 65536 ids (GPT-2's 50257 fits), u32 otherwise.
+// at most 65536 ids (GPT-2's 50257 fits), u32 otherwise. TokenFile also reads llm.c's and
+// nanoGPT's files (token_format.h).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <span>
 #include <string>
+
+#include "models/data/token_format.h"
 
 namespace tessera::data {
 
@@ -85,6 +89,11 @@ struct TokenFileOpenOptions {
   // memory speed) to check the checksum and that every id is below the vocab size; turn it off for
   // very large files, where datasets still check the ids of each window they read.
   bool verify = true;
+  // The file's layout (token_format.h). llmc and u16 files record no vocab size: their ids are
+  // checked against `vocab_size` (required for them, > 0; ignored for tessera files, which
+  // record their own).
+  TokenFormat format = TokenFormat::tessera;
+  uint64_t vocab_size = 0;
 };
 
 // A read-only memory-mapped token file. Move-only; unmaps on destruction.
@@ -92,7 +101,8 @@ class TokenFile {
  public:
   // Throws ValueError naming the file for: a missing or unreadable file, a file shorter than the
   // header, a bad magic, an unsupported version or dtype, a size that disagrees with the count
-  // (truncated or trailing bytes), and with verify a checksum mismatch or an id >= vocab size.
+  // (truncated or trailing bytes), and with verify a checksum mismatch or an id >= vocab size;
+  // for llmc and u16 files see locate_foreign_payload (token_format.h).
   static TokenFile open(const std::string& path, const TokenFileOpenOptions& options = {});
 
   TokenFile(TokenFile&& other) noexcept;
@@ -105,7 +115,9 @@ class TokenFile {
   uint64_t size() const { return count_; }
   uint64_t vocab_size() const { return vocab_size_; }
   TokenDType dtype() const { return dtype_; }
-  uint64_t checksum() const { return checksum_; }
+  TokenFormat format() const { return format_; }
+  // The recorded payload checksum; nullopt for formats that record none (llmc, u16).
+  std::optional<uint64_t> checksum() const { return checksum_; }
 
   uint32_t operator[](uint64_t i) const;
   // Copies ids [start, start + out.size()) into `out`, checking each against the vocab size.
@@ -120,8 +132,10 @@ class TokenFile {
   void* map_ = nullptr;
   size_t map_bytes_ = 0;
   const unsigned char* payload_ = nullptr;
-  uint64_t count_ = 0, vocab_size_ = 0, checksum_ = 0;
+  uint64_t count_ = 0, vocab_size_ = 0;
+  std::optional<uint64_t> checksum_;
   TokenDType dtype_ = TokenDType::u16;
+  TokenFormat format_ = TokenFormat::tessera;
 };
 
 }  // namespace tessera::data

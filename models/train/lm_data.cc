@@ -5,11 +5,13 @@
 
 #include "core/error.h"
 #include "core/factory.h"
+#include "core/profiler.h"
 #include "models/train/synthetic_data.h"
 
 namespace tessera::train {
 
-std::unique_ptr<LmSource> LmSource::from_file(const std::string& path, const LmSourceOptions& o) {
+std::unique_ptr<LmSource> LmSource::from_file(const std::string& path, const LmSourceOptions& o,
+                                              const data::TokenFileOpenOptions& file) {
   std::unique_ptr<LmSource> s(new LmSource());
   s->options_ = o;
   data::TokenDatasetOptions d;
@@ -18,7 +20,7 @@ std::unique_ptr<LmSource> LmSource::from_file(const std::string& path, const LmS
   d.seed = o.seed;
   d.rank = o.rank;
   d.world_size = o.world_size;
-  s->file_.emplace(path, d);
+  s->file_.emplace(data::TokenFile::open(path, file), d);
   s->vocab_size_ = int64_t(s->file_->vocab_size());
   return s;
 }
@@ -40,6 +42,7 @@ std::unique_ptr<LmSource> LmSource::from_tokens(std::vector<int64_t> tokens, int
 }
 
 LmBatch LmSource::next(int64_t batch_size) {
+  TS_PROFILE("data", "step");
   const data::DataPosition before = position();
   const int64_t per_epoch = num_windows();
   LmBatch out;
@@ -105,8 +108,10 @@ LmSources make_lm_sources(const DataSection& data, const LmSourceOptions& train_
         bytes_to_ids(generate_grammar_text(kValTextSeed, data.builtin_val_tokens)), 256,
         val_options);
   } else {
-    s.train = LmSource::from_file(data.path, train_options);
-    if (!data.val_path.empty()) s.val = LmSource::from_file(data.val_path, val_options);
+    const data::TokenFileOpenOptions file{.format = data::parse_token_format(data.format),
+                                          .vocab_size = uint64_t(data.vocab_size)};
+    s.train = LmSource::from_file(data.path, train_options, file);
+    if (!data.val_path.empty()) s.val = LmSource::from_file(data.val_path, val_options, file);
   }
   return s;
 }

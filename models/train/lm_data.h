@@ -33,9 +33,11 @@ struct LmBatch {
 
 class LmSource {
  public:
-  // Windows of T + 1 tokens of a token file; errors name the file.
+  // Windows of T + 1 tokens of a token file (of file.format: ours, llm.c's or nanoGPT's);
+  // errors name the file.
   static std::unique_ptr<LmSource> from_file(const std::string& path,
-                                             const LmSourceOptions& options);
+                                             const LmSourceOptions& options,
+                                             const data::TokenFileOpenOptions& file = {});
   // Windows of T + 1 tokens of `tokens` (ids below vocab_size), tiled with stride T.
   static std::unique_ptr<LmSource> from_tokens(std::vector<int64_t> tokens, int64_t vocab_size,
                                                const LmSourceOptions& options);
@@ -57,7 +59,8 @@ class LmSource {
   std::optional<data::Sampler> sampler_;  // for tokens_
 };
 
-// The windows a language-model task trains and evaluates on: data.path / data.val_path, or, when
+// The windows a language-model task trains and evaluates on: data.path / data.val_path (in
+// data.format, llmc and u16 files read against data.vocab_size), or, when
 // no path is given, the built-in grammar text (separate seeds for the training and held-out text,
 // the same for GPT and BERT). val is null for a file without data.val_path. val never shuffles.
 struct LmSources {

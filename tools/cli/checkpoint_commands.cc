@@ -25,11 +25,15 @@
 namespace tessera::cli {
 
 const char* const kEvalUsage =
-    "usage: tessera eval --checkpoint DIR --data FILE [--batch-size B] [--max-batches N]\n"
-    "                    [--device cpu|cuda|cuda:N]\n"
+    "usage: tessera eval --checkpoint DIR --data FILE [--data-format tessera|llmc|u16]\n"
+    "                    [--batch-size B] [--max-batches N] [--device cpu|cuda|cuda:N]\n"
     "  --checkpoint DIR   a checkpoint (step-N directory) or the directory holding them (latest)\n"
     "  --data FILE        token file (tessera data prepare); scored in consecutive windows of the\n"
     "                     model's training length\n"
+    "  --data-format F    the file's layout: tessera (tessera data prepare), llmc (llm.c's .bin)\n"
+    "                     or u16 (nanoGPT's raw u16 ids); default: detected from the file's magic\n"
+    "                     (tessera or llmc; a u16 file has none, so it needs the flag). llmc and\n"
+    "                     u16 ids are checked against the model's vocabulary\n"
     "  --batch-size B     windows per forward (default 8)\n"
     "  --max-batches N    stop after N >= 1 batches (default: the whole file)\n"
     "  --device D         where the model runs: cpu (default), cuda or cuda:N\n"
@@ -115,6 +119,16 @@ class EvalProgress {
   double quiet_s_ = kQuietSeconds, last_s_ = 0.0;
 };
 
+// --data-format, or the format the file's magic announces.
+data::TokenFormat eval_data_format(const std::string& path, const std::string& flag) {
+  if (!flag.empty()) return data::parse_token_format(flag, "--data-format");
+  const std::optional<data::TokenFormat> found = data::detect_token_format(path);
+  TS_CHECK(found.has_value(), "eval", path,
+           ": expected a token file starting with Tessera's magic TSRATOK1 or llm.c's 20240520, ",
+           "got neither; for raw u16 ids (nanoGPT's train.bin) pass --data-format u16");
+  return *found;
+}
+
 int report_error(const char* command, const std::exception& e) {
   std::cerr << "tessera " << command << ": " << train::error_text(e) << "\n";
   return 1;
@@ -124,7 +138,7 @@ int report_error(const char* command, const std::exception& e) {
 
 int run_eval(const std::vector<std::string>& args) {
   try {
-    std::string checkpoint, data_path, device = "cpu";
+    std::string checkpoint, data_path, data_format, device = "cpu";
     long long batch = 8, max_batches = -1;
     ArgReader r(args, "eval");
     while (r.next()) {
@@ -135,6 +149,8 @@ int run_eval(const std::vector<std::string>& args) {
         checkpoint = r.value();
       else if (r.name() == "--data")
         data_path = r.value();
+      else if (r.name() == "--data-format")
+        data_format = r.value();
       else if (r.name() == "--batch-size")
         batch = ArgReader::to_int(r.name(), r.value());
       else if (r.name() == "--max-batches") {
@@ -149,10 +165,14 @@ int run_eval(const std::vector<std::string>& args) {
     TS_CHECK(!checkpoint.empty() && !data_path.empty(), "eval",
              "expected --checkpoint DIR and --data FILE (see --help)");
     TS_CHECK(batch > 0, "eval", "expected --batch-size > 0, got ", batch);
+    const data::TokenFormat format = eval_data_format(data_path, data_format);
     const Device dev = cli_device(device, "eval");
     LoadedGpt g = load_gpt(checkpoint, dev);
     const int64_t T = g.config.seq_len();
-    data::TokenDataset ds(data_path, {.context = T, .shuffle = false});
+    data::TokenDataset ds(data_path, {.context = T,
+                                      .shuffle = false,
+                                      .format = format,
+                                      .vocab_size = uint64_t(g.config.gpt.vocab_size)});
     TS_CHECK(int64_t(ds.vocab_size()) <= g.config.gpt.vocab_size, "eval", data_path,
              ": expected token ids below the model's vocabulary ", g.config.gpt.vocab_size,
              ", got a file with vocabulary ", ds.vocab_size());

@@ -14,10 +14,13 @@ int run_eval(const std::vector<std::string>& args);
 // `generate --checkpoint DIR [--prompt TEXT] [--max-new-tokens N] [--temperature T] [--top-k K]
 // [--seed S] [--tokenizer byte|gpt2 --vocab FILE --merges FILE]`
 int run_generate(const std::vector<std::string>& args);
+// `checkpoint inspect DIR`: step, layout, tensors, bytes; checksums verified (exit 1 on damage).
+int run_checkpoint_inspect(const std::vector<std::string>& args);
 
 extern const char* const kTrainUsage;
 extern const char* const kEvalUsage;
 extern const char* const kGenerateUsage;
+extern const char* const kCheckpointInspectUsage;
 
 // Reads "--name value" pairs; flags without a value are errors. Throws ValueError naming the
 // argument for a missing value or an unknown name.

@@ -22,6 +22,8 @@ constexpr const char* kUsage =
     "token file\n"
     "  generate --checkpoint DIR --prompt TEXT     continue a prompt with a GPT checkpoint\n"
     "  data prepare --input a.txt --output a.tok   text files -> token files\n"
+    "  checkpoint inspect DIR                      a checkpoint's step, layout, tensors and bytes;\n"
+    "                                              checksums verified\n"
     "  bench kernels|train|comm|tp|zero|pp|cuda    benchmarks: kernels and the GPT-2 training step\n"
     "                                              beside PyTorch; comm (mpirun -np N) collectives\n"
     "                                              and data-parallel scaling; tp (mpirun -np N)\n"
@@ -49,6 +51,23 @@ int run_data(const std::vector<std::string>& rest) {
     return 2;
   }
   return tessera::tools::run_prepare_command({rest.begin() + 1, rest.end()}, std::cout, std::cerr);
+}
+
+constexpr const char* kCheckpointUsage =
+    "usage: tessera checkpoint <subcommand> [options]   (tessera checkpoint <subcommand> --help)\n"
+    "  inspect DIR   step, layout, tensors (dtype, global shape, bytes), checksums verified\n";
+
+int run_checkpoint(const std::vector<std::string>& rest) {
+  if (!rest.empty() && (rest[0] == "--help" || rest[0] == "-h" || rest[0] == "help")) {
+    std::cout << kCheckpointUsage;
+    return 0;
+  }
+  if (!rest.empty() && rest[0] == "inspect")
+    return tessera::cli::run_checkpoint_inspect({rest.begin() + 1, rest.end()});
+  std::cerr << "tessera checkpoint: expected the subcommand 'inspect', got "
+            << (rest.empty() ? std::string("none") : "'" + rest[0] + "'") << "\n"
+            << kCheckpointUsage;
+  return 2;
 }
 
 // The benchmark binary: bazel-bin/tools/bench/bench next to bazel-bin/tools/cli/tessera, or in
@@ -103,6 +122,7 @@ int main(int argc, char** argv) {
   if (command == "generate") return run_generate(rest);
   if (command == "bench") return run_bench(argv, 2);
   if (command == "data") return run_data(rest);
+  if (command == "checkpoint") return run_checkpoint(rest);
   std::cerr << "tessera: unknown command '" << command << "'\n" << kUsage;
   return 2;
 }
