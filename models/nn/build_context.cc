@@ -9,9 +9,14 @@ const std::string& BuildContext::tensor_mode() const {
 }
 
 parallel::tensor::SummaGrid BuildContext::summa_grid() const {
-  TS_CHECK(tensor_parallel() && tensor_mode() == "2d", "BuildContext",
-           "expected a tensor-parallel context in mode 2d for the SUMMA grid, got mode '",
+  TS_CHECK(tensor_2d(), "BuildContext",
+           "expected a tensor-parallel context in mode 2d or 2.5d for the SUMMA grid, got mode '",
            tensor_mode(), "' with tensor size ", tensor_size());
+  if (tensor_mode() == "2.5d")
+    return {.row = parallel_->group("2.5d_row"),
+            .col = parallel_->group("2.5d_col"),
+            .dep = parallel_->group("2.5d_dep"),
+            .batch = parallel_->group("2.5d_xz")};
   return {.row = parallel_->group("2d_row"), .col = parallel_->group("2d_col")};
 }
 

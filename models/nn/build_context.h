@@ -33,14 +33,22 @@ class BuildContext {
   bool sequence_parallel() const {
     return tensor_parallel() && parallel_->config().tensor.sequence_parallel;
   }
-  // 2D (SUMMA) tensor parallelism: a context with tensor size > 1 in mode 2d.
-  bool tensor_2d() const { return tensor_parallel() && tensor_mode() == "2d"; }
+  // 2D (SUMMA) tensor parallelism: a context with tensor size > 1 in mode 2d, or in mode 2.5d
+  // (Tesseract: the 2D layers on each depth layer's batch slice; 2D is 2.5D with depth 1).
+  bool tensor_2d() const {
+    return tensor_parallel() && (tensor_mode() == "2d" || tensor_mode() == "2.5d");
+  }
+  // 3D tensor parallelism (mode 3d): the layers split over the q x q x q cube
+  // (parallel/tensor/cube_3d.h; models/nn/parallel/*_3d.h).
+  bool tensor_3d() const { return tensor_parallel() && tensor_mode() == "3d"; }
   // The tensor group (null when serial).
   std::shared_ptr<parallel::Communicator> tensor_group() const {
     return tensor_parallel() ? parallel_->tensor_group() : nullptr;
   }
   // 2D mode: the q x q grid this rank sits on, its grid row ("2d_row") and column ("2d_col")
-  // groups (see parallel/tensor/summa.h). Throws unless tensor-parallel in mode 2d.
+  // groups (see parallel/tensor/summa.h); 2.5D mode: its depth layer's grid ("2.5d_row",
+  // "2.5d_col") with the depth ("2.5d_dep") and batch ("2.5d_xz") groups. Throws unless
+  // tensor_2d().
   parallel::tensor::SummaGrid summa_grid() const;
 
  private:

@@ -6,15 +6,19 @@
 #include <initializer_list>
 
 #include "models/nn/parallel/attention_2d.h"
+#include "models/nn/parallel/attention_3d.h"
 #include "models/nn/parallel/classifier_2d.h"
 #include "models/nn/parallel/layer_norm_2d.h"
+#include "models/nn/parallel/layer_norm_3d.h"
 #include "models/nn/parallel/linear_1d.h"
 #include "models/nn/parallel/linear_2d.h"
+#include "models/nn/parallel/linear_3d.h"
 #include "models/nn/parallel/patch_embedding_2d.h"
 #include "models/nn/parallel/placement_2d.h"
 #include "models/nn/parallel/sequence_1d.h"
 #include "models/nn/parallel/vocab_1d.h"
 #include "models/nn/parallel/vocab_2d.h"
+#include "models/nn/parallel/vocab_3d.h"
 
 namespace tessera::nn {
 
@@ -31,13 +35,21 @@ void check_style(const char* factory, ParallelStyle style,
   TS_CHECK(ok, factory, "expected ParallelStyle ", names, ", got ", parallel_style_name(style));
 }
 
-// The 1D and 2D twins exist today; the other modes are refused by name until their layers land.
+// The 1D, 2D, 2.5D and 3D twins exist today; another mode is refused by name.
 bool one_d(const BuildContext& ctx, const char* factory) {
-  if (!ctx.tensor_parallel() || ctx.tensor_2d()) return false;
+  if (!ctx.tensor_parallel() || ctx.tensor_2d() || ctx.tensor_3d()) return false;
   TS_CHECK(ctx.tensor_mode() == "1d", factory, "tensor parallelism mode '", ctx.tensor_mode(),
-           "' has no layers in this version of Tessera (1d and 2d do); set parallel.tensor.mode "
-           "to 1d or 2d");
+           "' has no layers in this version of Tessera (1d, 2d, 2.5d and 3d do); set "
+           "parallel.tensor.mode to 1d, 2d, 2.5d or 3d");
   return true;
+}
+
+// Mode 3d has the layers GPT needs; a layer it lacks is refused by name.
+void refuse_3d(const BuildContext& ctx, const char* factory, const char* missing) {
+  TS_CHECK(!ctx.tensor_3d(), factory, "tensor parallelism mode 3d has no ", missing,
+           " in this version of Tessera (GPT's layers only: Linear3D, LayerNorm3D, "
+           "MultiHeadAttention3D, the 3D embeddings and LM head); set parallel.tensor.mode to "
+           "1d, 2d or 2.5d");
 }
 
 }  // namespace
@@ -47,6 +59,7 @@ std::shared_ptr<Linear> make_linear(const LinearSpec& spec, const BuildContext& 
   check_style("make_linear", style,
               {ParallelStyle::none, ParallelStyle::column, ParallelStyle::row});
   if (ctx.tensor_2d()) return std::make_shared<Linear2D>(spec, ctx, style);  // whatever the hint
+  if (ctx.tensor_3d()) return std::make_shared<Linear3D>(spec, ctx, style);  // whatever the hint
   if (style != ParallelStyle::none && one_d(ctx, "make_linear")) {
     if (style == ParallelStyle::column) return std::make_shared<ColumnParallelLinear>(spec, ctx);
     return std::make_shared<RowParallelLinear>(spec, ctx);
@@ -56,6 +69,7 @@ std::shared_ptr<Linear> make_linear(const LinearSpec& spec, const BuildContext& 
 
 std::shared_ptr<Linear> make_classifier(const LinearSpec& spec, const BuildContext& ctx) {
   if (ctx.tensor_2d()) return std::make_shared<Classifier2D>(spec, ctx);
+  refuse_3d(ctx, "make_classifier", "classifier (a Classifier3D for BERT's and ViT's heads)");
   return make_linear(spec, ctx);
 }
 
@@ -65,6 +79,7 @@ std::shared_ptr<LayerNorm> make_layer_norm(const LayerNormSpec& spec) {
 
 std::shared_ptr<LayerNorm> make_layer_norm(const LayerNormSpec& spec, const BuildContext& ctx) {
   if (ctx.tensor_2d()) return std::make_shared<LayerNorm2D>(spec, ctx);
+  if (ctx.tensor_3d()) return std::make_shared<LayerNorm3D>(spec, ctx);
   return make_layer_norm(spec);
 }
 
@@ -76,6 +91,11 @@ std::shared_ptr<Embedding> make_embedding(const EmbeddingSpec& spec, const Build
       return std::make_shared<VocabParallelEmbedding2D>(spec, ctx, style);
     return std::make_shared<Embedding2D>(spec, ctx, style);
   }
+  if (ctx.tensor_3d()) {
+    if (style == ParallelStyle::vocab)
+      return std::make_shared<VocabParallelEmbedding3D>(spec, ctx, style);
+    return std::make_shared<Embedding3D>(spec, ctx, style);
+  }
   if (style == ParallelStyle::vocab && one_d(ctx, "make_embedding"))
     return std::make_shared<VocabParallelEmbedding>(spec, ctx);
   return std::make_shared<Embedding>(spec, ctx.generator(), style);
@@ -83,6 +103,7 @@ std::shared_ptr<Embedding> make_embedding(const EmbeddingSpec& spec, const Build
 
 DropoutChunk residual_dropout_chunk(const BuildContext& ctx) {
   if (ctx.tensor_2d()) return dropout_chunk_2d(ctx.summa_grid());
+  if (ctx.tensor_3d()) return dropout_chunk_3d(cube_of(ctx, "residual_dropout_chunk"));
   if (const SequenceShard shard(ctx); shard.on()) return shard.dropout_chunk();
   return SequenceSplit(ctx).dropout_chunk();
 }
@@ -98,13 +119,18 @@ std::shared_ptr<MultiHeadAttention> make_attention(const AttentionSpec& spec,
     set_dropout_chunks(*attn, residual_dropout_chunk(ctx));
     return attn;
   }
+  if (ctx.tensor_3d()) {
+    auto attn = std::make_shared<MultiHeadAttention3D>(spec, ctx);
+    set_dropout_chunks(*attn, residual_dropout_chunk(ctx));
+    return attn;
+  }
   one_d(ctx, "make_attention");
   return std::make_shared<MultiHeadAttention>(spec, ctx);
 }
 
 std::shared_ptr<MLP> make_mlp(const MLPSpec& spec, const BuildContext& ctx) {
   auto mlp = std::make_shared<MLP>(spec, ctx);  // its linears split under 1d and 2d
-  if (ctx.tensor_2d()) set_dropout_chunks(*mlp, residual_dropout_chunk(ctx));
+  if (ctx.tensor_2d() || ctx.tensor_3d()) set_dropout_chunks(*mlp, residual_dropout_chunk(ctx));
   return mlp;
 }
 
@@ -116,11 +142,14 @@ std::shared_ptr<Block> make_block(const BlockSpec& spec, const BuildContext& ctx
 std::shared_ptr<PatchEmbedding> make_patch_embedding(const PatchEmbeddingSpec& spec,
                                                      const BuildContext& ctx) {
   if (ctx.tensor_2d()) return std::make_shared<PatchEmbedding2D>(spec, ctx);
+  refuse_3d(ctx, "make_patch_embedding", "patch embedding (a PatchEmbedding3D for ViT)");
   return std::make_shared<PatchEmbedding>(spec, ctx);
 }
 
 std::shared_ptr<ClassificationHead> make_classification_head(const ClassificationHeadSpec& spec,
                                                              const BuildContext& ctx) {
+  refuse_3d(ctx, "make_classification_head",
+            "classification head (a Classifier3D for BERT's and ViT's heads)");
   return std::make_shared<ClassificationHead>(spec, ctx);  // its layers split under 2d
 }
 
@@ -128,6 +157,7 @@ std::shared_ptr<LMHead> make_lm_head(const LMHeadSpec& spec, const BuildContext&
                                      ParallelStyle style) {
   check_style("make_lm_head", style, {ParallelStyle::none, ParallelStyle::vocab});
   if (ctx.tensor_2d()) return std::make_shared<VocabParallelLMHead2D>(spec, ctx, style);
+  if (ctx.tensor_3d()) return std::make_shared<VocabParallelLMHead3D>(spec, ctx, style);
   if (style == ParallelStyle::vocab && one_d(ctx, "make_lm_head"))
     return std::make_shared<VocabParallelLMHead>(spec, ctx);
   return std::make_shared<LMHead>(spec, ctx.generator(), style);
@@ -146,9 +176,17 @@ std::shared_ptr<LMHead> make_tied_lm_head(const LMHeadSpec& spec, const Embeddin
     auto* blocks = dynamic_cast<const VocabParallelEmbedding2D*>(&embedding);
     TS_CHECK(blocks != nullptr, "make_tied_lm_head",
              "expected a VocabParallelEmbedding2D (make_embedding with ParallelStyle vocab) to "
-             "tie to under tensor parallelism mode '2d', got ",
-             embedding.type_name());
+             "tie to under tensor parallelism mode '",
+             ctx.tensor_mode(), "', got ", embedding.type_name());
     return std::make_shared<VocabParallelLMHead2D>(spec, *blocks, ctx, style);
+  }
+  if (ctx.tensor_3d()) {
+    auto* pieces = dynamic_cast<const VocabParallelEmbedding3D*>(&embedding);
+    TS_CHECK(pieces != nullptr, "make_tied_lm_head",
+             "expected a VocabParallelEmbedding3D (make_embedding with ParallelStyle vocab) to "
+             "tie to under tensor parallelism mode 3d, got ",
+             embedding.type_name());
+    return std::make_shared<VocabParallelLMHead3D>(spec, *pieces, ctx, style);
   }
   if (auto* split = dynamic_cast<const VocabParallelEmbedding*>(&embedding)) {
     TS_CHECK(style == ParallelStyle::vocab, "make_tied_lm_head",

@@ -24,7 +24,12 @@
 // make_patch_embedding -> PatchEmbedding2D; make_mlp, make_block and make_classification_head
 // build theirs from these. The layers at the model's edges take what the serial layer takes (the
 // whole batch's ids, images, targets) and the heads give what it gives (the whole batch's logits
-// and loss), so a model's forward and loss read as before.
+// and loss), so a model's forward and loss read as before. Mode 2.5d builds the same twins: each
+// depth layer runs them on its batch slice (ctx.tensor_2d(), parallel/tensor/summa.h).
+// Mode 3d (models/nn/parallel/*_3d.h) does the same on the q x q x q cube with pieces
+// (B / q, T, C / q^2) (parallel/tensor/cube_3d.h): Linear3D, LayerNorm3D, MultiHeadAttention3D,
+// VocabParallelEmbedding3D / Embedding3D, VocabParallelLMHead3D (GPT's layers); make_classifier,
+// make_patch_embedding and make_classification_head refuse it, naming the missing 3D layer.
 // Serial layers record their hint (parallel_style()) so tests pin each call site. A factory
 // refuses a hint its layer has no twin for (ValueError naming the factory and the hint).
 #pragma once

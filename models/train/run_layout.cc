@@ -3,25 +3,26 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string>
 #include <thread>
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "parallel/zero/offload.h"
 #include "parallel/zero/sharded_optimizer.h"
 
 namespace tessera::train {
 namespace {
 
-// ZeRO stages 1-3 on the CPU with an element-wise optimizer; not offload yet. (A pipeline takes
-// stage 0 or 1 only: check_supported says so first.)
+// ZeRO stages 1-3 (with or without offload) on the CPU with an element-wise optimizer. (A pipeline
+// takes stage 0 or 1 only: check_supported says so first.)
 void check_zero_supported(const TrainConfig& c) {
   const ZeroSection& z = c.zero;
-  TS_CHECK(!z.offload, "config",
-           "zero.offload: offloading the ZeRO optimizer to CPU memory is not available in this "
-           "version of Tessera (ZeRO stages 1-3 are); set zero.offload to false");
   if (z.stage == 0) return;
   parallel::zero::check_zero_optimizer(c.optimizer.value("type", "adamw"), "optimizer.type",
                                        int(z.stage));
+  if (z.offload)
+    parallel::zero::check_offload_optimizer(c.optimizer.value("type", "adamw"), "optimizer.type");
   TS_CHECK(c.train.device == "cpu", "config", "zero.stage ", z.stage, " with train.device ",
            c.train.device,
            ": the ZeRO optimizer runs on the CPU in this version of Tessera; set train.device to "
@@ -41,21 +42,30 @@ int64_t model_blocks(const TrainConfig& c) {
   return 0;
 }
 
-// The side q of mode 2d's grid (parallel.tensor.size = q * q, checked by ParallelConfig).
-int grid_side(const parallel::ParallelConfig& p) {
-  int q = 1;
-  while (q * q < p.tensor.size) ++q;
-  return q;
+// The side q of mode 2d's grid (parallel.tensor.size = q * q) or of each of mode 2.5d's depth
+// layers (size = depth * q * q), checked by ParallelConfig.
+int grid_side(const parallel::ParallelConfig& p) { return parallel::tensor_grid_dim(p.tensor); }
+
+// "parallel.tensor.mode 2d on a 2 x 2 grid" or "... mode 2.5d on a 2 x 2 grid of depth 2".
+std::string grid_text(const parallel::ParallelConfig& p) {
+  const int q = grid_side(p);
+  std::string s = "parallel.tensor.mode " + p.tensor.mode + " on a " + std::to_string(q) + " x " +
+                  std::to_string(q) + " grid";
+  if (p.tensor.mode == "2.5d") s += " of depth " + std::to_string(p.tensor.depth);
+  return s;
 }
 
 // Mode 2d cuts the batch over the q grid rows, the features and heads over the q grid columns and
 // every vector parameter (biases, LayerNorm weights) over all q^2 ranks; the vocabulary is padded.
+// Mode 2.5d does the same on each of its depth layers (the batch cut over the layers first).
 void check_2d(const TrainConfig& c) {
   const int q = grid_side(c.parallel);
   const int64_t q2 = int64_t(q) * q;
-  TS_CHECK(c.parallel.pipeline == 1, "config", "parallel.tensor.mode 2d with parallel.pipeline ",
-           c.parallel.pipeline,
-           ": 2D tensor parallelism does not run under pipeline parallelism in this version of "
+  const std::string on_grid = grid_text(c.parallel);
+  TS_CHECK(c.parallel.pipeline == 1, "config", "parallel.tensor.mode ", c.parallel.tensor.mode,
+           " with parallel.pipeline ", c.parallel.pipeline, ": ",
+           c.parallel.tensor.mode == "2d" ? "2D" : "2.5D",
+           " tensor parallelism does not run under pipeline parallelism in this version of "
            "Tessera; set parallel.pipeline to 1 or parallel.tensor.mode to 1d");
   int64_t d = 0, heads = 0, hidden = 0;
   switch (c.kind) {
@@ -70,57 +80,113 @@ void check_2d(const TrainConfig& c) {
       break;
   }
   if (hidden == 0) hidden = 4 * d;
-  TS_CHECK(d % q2 == 0, "config", "parallel.tensor.mode 2d on a ", q, " x ", q,
-           " grid: expected model.d_model ", d, " divisible by q^2 = ", q2,
+  TS_CHECK(d % q2 == 0, "config", on_grid, ": expected model.d_model ", d,
+           " divisible by q^2 = ", q2,
            " (the features split over the grid columns, biases and LayerNorm weights over all ", q2,
            " ranks)");
-  TS_CHECK(heads % q == 0, "config", "parallel.tensor.mode 2d on a ", q, " x ", q,
-           " grid: expected model.n_heads ", heads, " divisible by q = ", q,
-           " (each grid column computes n_heads / q heads)");
-  TS_CHECK(hidden % q2 == 0, "config", "parallel.tensor.mode 2d on a ", q, " x ", q,
-           " grid: expected the MLP's hidden size (model.mlp_hidden, or 4 x d_model) ", hidden,
+  TS_CHECK(heads % q == 0, "config", on_grid, ": expected model.n_heads ", heads,
+           " divisible by q = ", q, " (each grid column computes n_heads / q heads)");
+  TS_CHECK(hidden % q2 == 0, "config", on_grid,
+           ": expected the MLP's hidden size (model.mlp_hidden, or 4 x d_model) ", hidden,
            " divisible by q^2 = ", q2);
   if (c.kind == ModelKind::vit) {
     const int64_t patch = c.vit.in_channels * c.vit.patch_size * c.vit.patch_size;
-    TS_CHECK(patch % q == 0, "config", "parallel.tensor.mode 2d on a ", q, " x ", q,
-             " grid: expected a patch's features (model.in_channels ", c.vit.in_channels,
-             " x model.patch_size ", c.vit.patch_size, "^2 = ", patch, ") divisible by q = ", q);
+    TS_CHECK(patch % q == 0, "config", on_grid, ": expected a patch's features (model.in_channels ",
+             c.vit.in_channels, " x model.patch_size ", c.vit.patch_size, "^2 = ", patch,
+             ") divisible by q = ", q);
   }
 }
 
-// Mode 2d cuts each micro-batch over the q grid rows.
-void check_2d_batch(const TrainConfig& c) {
-  const int q = grid_side(c.parallel);
-  TS_CHECK(c.train.micro_batch_size % q == 0, "config", "parallel.tensor.mode 2d on a ", q, " x ",
-           q, " grid splits each micro-batch over the ", q,
-           " grid rows: expected train.micro_batch_size ", c.train.micro_batch_size,
-           " divisible by q = ", q, " (train.batch_size ", c.train.batch_size, " over ",
-           c.parallel.data, " data-parallel ranks)");
+// Mode 3d (GPT only: BERT and ViT lack 3D heads) cuts the batch over the cube side q, the features
+// and heads in q^2 chunks, every vector parameter (biases, LayerNorm weights, positions' columns)
+// in q^3; the vocabulary is not padded (the token table is cut as a Linear3D weight).
+void check_3d(const TrainConfig& c) {
+  const int64_t q = parallel::tensor_grid_dim(c.parallel.tensor), q2 = q * q, q3 = q2 * q;
+  const std::string on_cube =
+      str_cat("parallel.tensor.mode 3d on a ", q, " x ", q, " x ", q, " cube");
+  TS_CHECK(c.kind == ModelKind::gpt, "config", on_cube,
+           ": this version of Tessera has 3D layers for GPT only (",
+           c.kind == ModelKind::bert ? "BERT needs a Classifier3D for its heads"
+                                     : "ViT needs a PatchEmbedding3D and a Classifier3D",
+           "); set parallel.tensor.mode to 1d, 2d or 2.5d");
+  TS_CHECK(c.parallel.pipeline == 1, "config", on_cube, " with parallel.pipeline ",
+           c.parallel.pipeline,
+           ": 3D tensor parallelism does not run under pipeline parallelism in this version of "
+           "Tessera; set parallel.pipeline to 1");
+  const int64_t d = c.gpt.d_model, heads = c.gpt.n_heads;
+  const int64_t hidden = c.gpt.mlp_hidden == 0 ? 4 * d : c.gpt.mlp_hidden;
+  TS_CHECK(d % q3 == 0, "config", on_cube, ": expected model.d_model ", d,
+           " divisible by q^3 = ", q3,
+           " (features in q^2 chunks, LayerNorm weights and biases over all ", q3, " ranks)");
+  TS_CHECK(heads % q2 == 0, "config", on_cube, ": expected model.n_heads ", heads,
+           " divisible by q^2 = ", q2, " (each feature chunk computes n_heads / q^2 heads)");
+  TS_CHECK(hidden % q3 == 0, "config", on_cube,
+           ": expected the MLP's hidden size (model.mlp_hidden, or 4 x d_model) ", hidden,
+           " divisible by q^3 = ", q3);
+  TS_CHECK(c.gpt.vocab_size % q2 == 0, "config", on_cube, ": expected model.vocab_size ",
+           c.gpt.vocab_size, " divisible by q^2 = ", q2,
+           " (the token table and LM head are cut as a Linear3D weight)");
 }
 
-// The paper's sequence parallelism (parallel.sequence): GPT on the CPU, with data parallelism and
-// ZeRO; the sequence length must split over the group (and the heads for all_to_all).
+// Mode 2d cuts each micro-batch over the q grid rows; mode 2.5d over its depth layers, then over
+// each layer's q grid rows.
+void check_2d_batch(const TrainConfig& c) {
+  const int q = grid_side(c.parallel);
+  const int d = c.parallel.tensor.mode == "2.5d" ? c.parallel.tensor.depth : 1;
+  const std::string over =
+      d == 1 ? str_cat("the ", q, " grid rows")
+             : str_cat("the ", d, " depth layers, then the ", q, " grid rows of each");
+  const std::string by =
+      d == 1 ? str_cat("q = ", q) : str_cat("depth x q = ", d, " x ", q, " = ", d * q);
+  TS_CHECK(c.train.micro_batch_size % (int64_t(d) * q) == 0, "config", grid_text(c.parallel),
+           " splits each micro-batch over ", over, ": expected train.micro_batch_size ",
+           c.train.micro_batch_size, " divisible by ", by, " (train.batch_size ",
+           c.train.batch_size, " over ", c.parallel.data, " data-parallel ranks)");
+}
+
+// The paper's sequence parallelism (parallel.sequence): GPT, BERT and ViT on the CPU, with data
+// parallelism and ZeRO; the sequence (ViT: the class token and the patches) must split over the
+// group, and the heads for all_to_all.
 void check_sequence(const TrainConfig& c) {
   const parallel::ParallelConfig& p = c.parallel;
   const std::string what = "parallel.sequence " + std::to_string(p.sequence);
-  TS_CHECK(c.kind == ModelKind::gpt, "config", what, " with a ", model_kind_name(c.kind),
-           " model: this version of Tessera splits GPT's sequence only; set parallel.sequence to 1");
   TS_CHECK(p.pipeline == 1 && p.tensor.size == 1, "config", what, " with parallel.pipeline ",
            p.pipeline, " and parallel.tensor.size ", p.tensor.size,
            ": sequence parallelism combines with data parallelism and ZeRO in this version of "
            "Tessera; set the pipeline and tensor sizes to 1");
   TS_CHECK(c.train.device == "cpu", "config", what, " with train.device ", c.train.device,
            ": sequence parallelism runs on the CPU in this version of Tessera");
-  TS_CHECK(c.seq_len() % p.sequence == 0, "config", what,
-           " splits each sequence over its ranks: expected the sequence length (train.seq_len or "
-           "model.context_length) ",
-           c.seq_len(), " divisible by ", p.sequence);
-  TS_CHECK(c.gpt.context_length % p.sequence == 0, "config", what,
-           ": expected model.context_length ", c.gpt.context_length, " divisible by ", p.sequence,
-           " (generation pads its window to a multiple of it)");
-  TS_CHECK(p.sequence_mode != "all_to_all" || c.gpt.n_heads % p.sequence == 0, "config", what,
-           " in mode all_to_all moves heads between the ranks: expected model.n_heads ",
-           c.gpt.n_heads, " divisible by ", p.sequence);
+  if (c.kind == ModelKind::vit) {
+    // ViT pads a token sequence that does not split; the serial dropout masks do not fit it.
+    const int64_t tokens = c.vit.num_patches() + 1;
+    const int64_t padded = (tokens + p.sequence - 1) / p.sequence * p.sequence;
+    TS_CHECK(tokens == padded || (c.vit.dropout == 0.0 && c.vit.attn_dropout == 0.0), "config",
+             what, " splits ViT's token sequence over its ranks: num_patches + 1 = "
+             "(model.image_size ", c.vit.image_size, " / model.patch_size ", c.vit.patch_size, ")^2 + 1 = ", tokens,
+             " (the class token, held by rank 0, and the patches) is not divisible by ",
+             p.sequence, ", so it is padded to ", padded,
+             " tokens with masked keys: expected model.dropout and model.attn_dropout 0 (the "
+             "serial masks are drawn over ", tokens, " tokens), got ", c.vit.dropout, " and ",
+             c.vit.attn_dropout, "; or choose image_size / patch_size with (image_size / "
+             "patch_size)^2 + 1 divisible by ", p.sequence);
+  } else {
+    TS_CHECK(c.seq_len() % p.sequence == 0, "config", what,
+             " splits each sequence over its ranks: expected the sequence length (train.seq_len "
+             "or ",
+             c.kind == ModelKind::gpt ? "model.context_length" : "model.max_positions", ") ",
+             c.seq_len(), " divisible by ", p.sequence);
+  }
+  if (c.kind == ModelKind::gpt) {
+    TS_CHECK(c.gpt.context_length % p.sequence == 0, "config", what,
+             ": expected model.context_length ", c.gpt.context_length, " divisible by ",
+             p.sequence, " (generation pads its window to a multiple of it)");
+  }
+  const int64_t heads = c.kind == ModelKind::gpt    ? c.gpt.n_heads
+                        : c.kind == ModelKind::bert ? c.bert.n_heads
+                                                    : c.vit.n_heads;
+  TS_CHECK(p.sequence_mode != "all_to_all" || heads % p.sequence == 0, "config", what,
+           " in mode all_to_all moves heads between the ranks: expected model.n_heads ", heads,
+           " divisible by ", p.sequence);
 }
 
 // Rejects what the config asks for but this build cannot do yet.
@@ -137,11 +203,8 @@ void check_supported(const TrainConfig& c) {
              "ZeRO stage 1 shares; set zero.stage to 0 or 1");
   }
   if (p.tensor.size > 1) {
-    TS_CHECK(p.tensor.mode == "1d" || p.tensor.mode == "2d", "config", "parallel.tensor.mode ",
-             p.tensor.mode,
-             ": this version of Tessera splits layers in 1d mode (Megatron's column / row pairs) "
-             "and 2d mode (SUMMA on a q x q grid) only; set parallel.tensor.mode to 1d or 2d");
-    if (p.tensor.mode == "2d") check_2d(c);
+    if (p.tensor.mode == "2d" || p.tensor.mode == "2.5d") check_2d(c);
+    if (p.tensor.mode == "3d") check_3d(c);
     TS_CHECK(c.train.device == "cpu", "config", "parallel.tensor.size ", p.tensor.size,
              " with train.device ", c.train.device,
              ": tensor parallelism runs on the CPU in this version of Tessera; set train.device "
@@ -197,7 +260,14 @@ int64_t resolve_layout(TrainConfig& c, int world_size) {
              " does not split over ", p.data, " data-parallel ranks");
     t.micro_batch_size = t.batch_size / p.data;
   }
-  if (p.tensor.size > 1 && p.tensor.mode == "2d") check_2d_batch(c);
+  if (p.tensor.size > 1 && (p.tensor.mode == "2d" || p.tensor.mode == "2.5d")) check_2d_batch(c);
+  if (p.tensor.size > 1 && p.tensor.mode == "3d") {
+    const int q = parallel::tensor_grid_dim(p.tensor);
+    TS_CHECK(t.micro_batch_size % q == 0, "config", "parallel.tensor.mode 3d on a ", q, " x ", q,
+             " x ", q, " cube splits each micro-batch over the cube side: expected ",
+             "train.micro_batch_size ", t.micro_batch_size, " divisible by q = ", q,
+             " (train.batch_size ", t.batch_size, " over ", p.data, " data-parallel ranks)");
+  }
   const int64_t per_step = t.micro_batch_size * p.data;
   TS_CHECK(t.batch_size % per_step == 0, "config", "train.batch_size ", t.batch_size,
            " must be a multiple of train.micro_batch_size x data ranks = ", t.micro_batch_size,

@@ -25,7 +25,7 @@ struct ZeroSection {
   // 0: none; 1: optimizer state and f32 masters sharded over the data-parallel ranks; 2: also the
   // gradients (reduce-scattered); 3: also the parameters (gathered on use).
   int64_t stage = 0;
-  bool offload = false;  // refused for now
+  bool offload = false;  // stages 1-3: masters and optimizer state on the host (parallel/zero/offload.h)
   // Stage 3 only (an error with another stage): parameters gathered ahead along the first step's
   // order, and parameters kept gathered at once (parallel/zero/stage3_params.h).
   int64_t prefetch = 1;
@@ -57,11 +57,23 @@ struct TrainSection {
   int64_t sample_top_k = 0;
   // "cpu", "cuda" (each rank takes cuda:(local rank % devices)) or "cuda:N" (train_device.h).
   std::string device = "cpu";
+  // train.profile {"steps": [first, last], "path": "trace.json"}: steps first..last (1-based,
+  // inclusive) are recorded by core/profiler.h; each rank writes a Chrome trace (path, with
+  // ".rankN" before the extension when there are several ranks) and rank 0 prints the time per op
+  // family. profile_first 0: off.
+  int64_t profile_first = 0, profile_last = 0;
+  std::string profile_path = "trace.json";
 };
 
 struct DataSection {
   std::string path;      // token file (models/data format); empty: the built-in generated data
   std::string val_path;  // token file for evaluation; empty with a path: no evaluation
+  // The layout of path and val_path (models/data/token_format.h): "tessera" (ours), "llmc"
+  // (llm.c's: 1024-byte header, u16 ids) or "u16" (nanoGPT's raw u16 ids).
+  std::string format = "tessera";
+  // llmc / u16 only (they record no vocabulary): every id is below it; 0 (unset) means
+  // model.vocab_size (BERT: one less, the last id being [MASK]).
+  int64_t vocab_size = 0;
   bool shuffle = true;
   std::string tokenizer = "byte";  // decodes samples: "byte" or "gpt2" (with vocab and merges)
   std::string vocab;

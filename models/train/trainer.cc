@@ -24,10 +24,12 @@
 #include "core/error.h"
 #include "core/factory.h"
 #include "core/parallel.h"
+#include "core/profiler.h"
 #include "models/train/checkpoint_root.h"
 #include "models/train/interrupt.h"
 #include "models/train/pipeline_state.h"
 #include "models/train/pipeline_step.h"
+#include "models/train/step_profile.h"
 #include "models/train/progress.h"
 #include "models/train/run_layout.h"
 #include "models/train/sharded_state.h"
@@ -193,6 +195,7 @@ void Trainer::setup() {
                                       pipeline_ ? pipeline_->tied_parameters_held()
                                                 : std::vector<std::string>(),
                                   .zero_stage = int(config_.zero.stage),
+                                  .zero_offload = config_.zero.offload,
                                   .zero3 = {.live_params = config_.zero.live_params,
                                             .prefetch = int(config_.zero.prefetch)}});
   });
@@ -347,7 +350,8 @@ void Trainer::save(int64_t step) {
               {"scaler", scaler_ ? scaler_->state_dict() : json()},
               {"rng_offset", default_generator().offset()},
               {"data", task_->data_state()},
-              {"units_seen", units_seen_}};
+              {"units_seen", units_seen_},
+              {"world_size", world_ ? world_->size() : 1}};  // what `checkpoint inspect` shows
   const std::string dir = io::checkpoint_dir(config_.checkpoint.dir, step);
   io::save_checkpoint(dir, ck);
   checkpoint_root_->prune();
@@ -355,6 +359,7 @@ void Trainer::save(int64_t step) {
 }
 
 double Trainer::train_step(int64_t step, StepStats& stats) {
+  TS_PROFILE("train_step", "step");
   const auto start = std::chrono::steady_clock::now();
   const double lr = schedule_->lr_at(step);
   update_->optimizer().set_lr(lr);
@@ -371,18 +376,27 @@ double Trainer::train_step(int64_t step, StepStats& stats) {
     update_->set_grad_sync(false);
     std::function<void()> sync_from_here;
     if (config_.zero.stage == 0) sync_from_here = [&] { update_->set_grad_sync(true); };
+    TS_PROFILE("pipeline_schedule", "step");
     local_loss = pipeline_->run(micro, to_backward, sync_from_here);
     pipeline_->reduce_tied_gradients();
     update_->set_grad_sync(true);
   } else {
     for (int64_t m = 0; m < accum_; ++m) {
       update_->set_grad_sync(m + 1 == accum_);  // only the last micro-batch reduces gradients
-      Tensor loss = task_->micro_loss(micro);
-      local_loss += loss.item();
+      Tensor loss;
+      {
+        TS_PROFILE("forward", "step");
+        loss = task_->micro_loss(micro);
+        local_loss += loss.item();
+      }
+      TS_PROFILE("backward", "step");
       autograd::backward({to_backward(loss)});
     }
   }
-  update_->finish_gradients();
+  {
+    TS_PROFILE("reduce_gradients", "step");
+    update_->finish_gradients();
+  }
   double loss_sum = sum_over_ranks(data_group(), {local_loss})[0];
   if (pipeline_) loss_sum = sum_over_ranks(context_->pipeline_group().get(), {loss_sum})[0];
   // Under sequence parallelism each rank's loss is S times its share (task.h), so the mean over
@@ -400,17 +414,24 @@ double Trainer::train_step(int64_t step, StepStats& stats) {
   if (scaler_) found_inf = scaler_->unscale(update_->step_params());
   double norm = -1;
   if (config_.train.grad_clip > 0 && !found_inf) {
+    TS_PROFILE("clip_gradients", "step");
     norm = clip_gradients();
     run_agreed(world_.get(), [&] {
       TS_CHECK(scaler_ || std::isfinite(norm), "train", "the gradient norm is ", norm, " at step ",
                step + 1, " (loss ", loss, "): training diverged");
     });
   }
-  if (scaler_)
-    check_skips(!scaler_->step(update_->optimizer()), step + 1);
-  else
-    update_->optimizer().step();
-  update_->finish_step();
+  {
+    TS_PROFILE("optimizer", "step");
+    if (scaler_)
+      check_skips(!scaler_->step(update_->optimizer()), step + 1);
+    else
+      update_->optimizer().step();
+  }
+  {
+    TS_PROFILE("finish_step", "step");  // masters back into the parameters (gathered under ZeRO)
+    update_->finish_step();
+  }
 
   stats.step = step + 1;
   stats.loss = loss;
@@ -428,7 +449,8 @@ double Trainer::train_step(int64_t step, StepStats& stats) {
 }
 
 // Under tensor parallelism the global norm sums every rank's shards over the tensor group and
-// counts each replicated parameter once (on tensor rank 0), as the serial model's norm does. Under
+// counts each replicated parameter once (on tensor rank 0) and each shard repeated over a replica
+// group (2.5D's depth layers) once (its copy at index 0), as the serial model's norm does. Under
 // ZeRO the engine first sums the shards' partial norms over the data group.
 // Under pipeline parallelism the stages' partial sums are added too, a tied parameter counted on
 // the first stage only.
@@ -441,7 +463,9 @@ double Trainer::clip_gradients() {
     const bool counts_replicated = context_->tensor_group()->rank() == 0;
     counted.resize(placements.size(), true);
     for (size_t i = 0; i < placements.size(); ++i)
-      counted[i] = counted[i] && (!placements[i].second.replicated() || counts_replicated);
+      counted[i] = counted[i] && (placements[i].second.replicated()
+                                      ? counts_replicated
+                                      : placements[i].second.counted_copy());  // 2.5D: depth 0
   }
   parallel::Communicator* tensor_group =
       tensor_parallel() ? context_->tensor_group().get() : nullptr;
@@ -542,10 +566,13 @@ void Trainer::header() {
         << " parameters (its shards and the replicated norms, biases and positions)\n";
   }
   if (pipeline_) *os << pipeline_->describe() << "\n";
-  if (c.parallel.sequence > 1)
-    *os << "  sequence parallel: " << c.parallel.sequence_mode << " attention over "
-        << c.parallel.sequence << " ranks, each holding " << c.seq_len() / c.parallel.sequence
-        << " positions of every sequence\n";
+  if (c.parallel.sequence > 1) {
+    // ViT's sequence is its patches and the class token, padded up to a multiple of the ranks.
+    const int64_t s = c.parallel.sequence;
+    const int64_t tokens = c.kind == ModelKind::vit ? (c.vit.num_patches() + s) / s * s : c.seq_len();
+    *os << "  sequence parallel: " << c.parallel.sequence_mode << " attention over " << s
+        << " ranks, each holding " << tokens / s << " positions of every sequence\n";
+  }
   if (const std::string zero = update_->describe(); !zero.empty()) *os << zero << "\n";
   if (!resumed_from_.empty())
     *os << "  resumed from " << resumed_from_ << " at step " << step_ << "\n";
@@ -564,10 +591,14 @@ TrainSummary Trainer::run() {
   header();
   summary_.start_step = step_;
   const auto start = std::chrono::steady_clock::now();
+  StepProfile profile(config_.train, world_ ? world_->rank() : 0, world_ ? world_->size() : 1);
   while (step_ < config_.train.steps) {
     StepStats stats;
+    profile.before_step(step_ + 1);
     summary_.losses.push_back(train_step(step_, stats));
     ++step_;
+    if (const std::string report = profile.after_step(step_); !report.empty() && rank0())
+      progress_->message(report);
     units_seen_ += stats.units;
     progress_->step(stats);
     const bool last = step_ == config_.train.steps;

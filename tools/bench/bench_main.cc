@@ -13,23 +13,29 @@ namespace tessera::bench {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: bench [kernels | train | comm | cuda] [options]   (bench <subcommand> --help for "
+    "usage: bench [kernels | train | comm | cuda | adam] [options]   (bench <subcommand> --help for "
     "its options)\n"
     "       mpirun -np N bench tp [options]\n"
     "       mpirun -np N bench zero [options]\n"
     "       mpirun -np P bench pp [options]\n"
+    "       mpirun -np N bench sp [options]\n"
     "  kernels   GPT-2 124M op timings, Tessera vs PyTorch eager (the default subcommand)\n"
     "  train     GPT-2 124M training step: tokens/s and peak memory, Tessera vs PyTorch\n"
     "  comm      collectives (time, algbw, busbw) and data-parallel scaling; mpirun -np N\n"
     "  cuda      one GPU: GEMM and fused-attention TFLOP/s, GPT-2 124M training tokens/s, MFU\n"
     "            and peak memory, Tessera vs PyTorch on the same GPU\n"
+    "  adam      an AdamW step over GPT-2 124M's f32 parameters: step time and GB/s, Tessera's\n"
+    "            CPU Adam vs torch.optim.AdamW(foreach=True)\n"
     "  tp        tensor parallelism per scheme beside serial (a gpt2-124m-wide block, a GPT\n"
     "            step): time, bytes per rank vs the documented formula, memory; mpirun -np N\n"
     "  zero      ZeRO stages 0-3 on the data ranks (a GPT, f32 and bf16): model-state bytes per\n"
     "            rank vs the ZeRO formulas, step time, bytes per rank vs 2 Psi; mpirun -np N\n"
     "  pp        pipeline schedules (gpipe, 1f1b, interleaved, zero_bubble) on a small GPT over P\n"
     "            stages: measured bubble vs theory and simulator, step time, activation memory\n"
-    "            per rank; mpirun -np P\n";
+    "            per rank; mpirun -np P\n"
+    "  sp        sequence parallelism (ring, all_to_all, ring_flash) on a small GPT beside tp 1d\n"
+    "            and one rank: activation memory per rank against T, the longest T under a\n"
+    "            per-rank budget; mpirun -np N\n";
 
 int print_help(const char* text) {
   std::fputs(text, stdout);
@@ -68,6 +74,10 @@ int run(int argc, char** argv) {
     if (wants_help(args)) return print_help(kCudaUsage);
     return run_cuda_command(args, argv0);
   }
+  if (sub == "adam") {
+    if (wants_help(args)) return print_help(kAdamUsage);
+    return run_adam_command(args, argv0);
+  }
   if (sub == "tp") {
     if (wants_help(args)) return print_help(kTpUsage);
     return run_tp_command(argc, argv, first);
@@ -79,6 +89,10 @@ int run(int argc, char** argv) {
   if (sub == "pp") {
     if (wants_help(args)) return print_help(kPpUsage);
     return run_pp_command(argc, argv, first);
+  }
+  if (sub == "sp") {
+    if (wants_help(args)) return print_help(kSpUsage);
+    return run_sp_command(argc, argv, first);
   }
   // The subcommands before tp are named as they always were: scripts match this message.
   throw UsageError("expected the subcommand kernels, train, comm or cuda (or tp, zero, pp), got '" +

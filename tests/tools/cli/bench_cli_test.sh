@@ -95,4 +95,27 @@ grep -qE "^\| 1f1b +\| +1 \| +4 \| +[0-9.]+ \| +1\.00 \| +[0-9.]+ \| +[0-9.]+ \|
 mpi 2 60 "$tessera" bench pp --stages 4
 expect_error "bench pp layout error" "expected --stages 4 to equal the number of ranks 2"
 
+# `mpirun -np 2 tessera bench sp` at the smallest sizes: the memory table's rows for each length,
+# every layout's activations positive and sequence parallelism's below one rank's; the budget
+# search finds a longer sequence for ring_flash over 2 ranks than for one rank; errors.
+run 30 "$tessera" bench sp --help
+expect_ok "bench sp --help" "usage: mpirun -np N bench sp"
+run 30 "$tessera" bench --help
+grep -qE "^  sp " "$LOG" && echo "ok: bench --help lists sp" || fail "bench --help lacks sp"
+mpi 2 60 "$tessera" bench sp --blocks 1 --width 32 --heads 2 --vocab 64 --seqs 32,64 --budget 1 \
+  --start-seq 32 --max-seq 1024 --refine 1
+expect_ok "mpirun -np 2 tessera bench sp" "## Activation memory per rank against the sequence length, N=2"
+[ "$(grep -cE "^\| +(32|64) \|( +[0-9.]+ \([0-9.]+\) \|){5}$" "$LOG")" -eq 2 ] &&
+  echo "ok: bench sp, two memory rows of five layouts" || fail "expected rows T=32 and 64 of five layouts"
+awk -F'|' '$2 ~ /^ +64 $/ { split($3, one, " "); split($6, sp, " "); exit !(sp[1] > 0 && sp[1] < one[1]) }' \
+  "$LOG" && echo "ok: bench sp, ring_flash below one rank at T=64" || fail "expected sp ring_flash < one rank at T=64"
+awk -F'|' '$2 ~ /one rank/ { one = $3 + 0 } $2 ~ /sp ring_flash x2/ { sp = $3 + 0 }
+  END { exit !(one > 0 && sp > one) }' "$LOG" &&
+  echo "ok: bench sp, ring_flash's longest sequence beyond one rank's" ||
+  fail "expected a longer sequence for sp ring_flash x2 than one rank"
+mpi 2 60 "$tessera" bench sp --heads 3 --width 96
+expect_error "bench sp layout error" "expected --heads 3 and --vocab 256 divisible by the 2 ranks"
+run 30 "$tessera" bench sp --modes zigzag
+expect_error "bench sp usage error" "expected --modes to list ring, all_to_all or ring_flash, got 'zigzag'"
+
 finish
