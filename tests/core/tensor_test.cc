@@ -106,3 +106,20 @@ TEST_CASE("factories keep the element type and accept empty shapes", "[core]") {
   REQUIRE(arange(0, 0).numel() == 0);
   REQUIRE_THROWS_WITH(from_vector<float>({1, 2}, {3}), Catch::Contains("[from_vector] expected 3 values"));
 }
+
+TEST_CASE("is_sole_owner: only a lone handle to a whole, dense storage", "[core]") {
+  Tensor t = zeros({2, 3});
+  CHECK(t.is_sole_owner());
+  {
+    Tensor copy = t;  // a second handle
+    CHECK_FALSE(t.is_sole_owner());
+  }
+  CHECK(t.is_sole_owner());
+  {
+    Tensor view = t.narrow(0, 0, 1);  // another impl on the same storage
+    CHECK_FALSE(t.is_sole_owner());
+    CHECK_FALSE(view.is_sole_owner());
+  }
+  CHECK_FALSE(zeros({3, 2}).transpose(0, 1).is_sole_owner());  // not contiguous
+  CHECK_FALSE(Tensor().is_sole_owner());
+}
