@@ -8,6 +8,7 @@ export HOME=${HOME:-$TMPDIR}
 export TESSERA_NUM_THREADS=1
 LOG=$TMPDIR/out.log
 failures=0
+cli_test_dir=$(dirname "${BASH_SOURCE[0]}")
 
 # run LIMIT_S COMMAND...: sets RC and ELAPSED; output in $LOG.
 run() {
@@ -50,6 +51,16 @@ expect_error() {
     fail "$1: took ${ELAPSED}s (exit $RC), expected an error within ${max}s"
   elif ! grep -qF -- "$2" "$LOG"; then fail "$1: output lacks '$2'"
   else echo "ok: $1 fails with: $(grep -F -- "$2" "$LOG" | head -1)"; fi
+}
+
+# compare NAME A B [TOL] [--grad-norms]: the per-step losses of two metrics files within TOL
+# relative (1e-4 by default), and with --grad-norms their gradient norms too (compare_losses.py).
+compare() {
+  if python3 "$cli_test_dir/compare_losses.py" "$2" "$3" "${4:-1e-4}" "${@:5}" >"$LOG" 2>&1; then
+    echo "ok: $1: $(cat "$LOG")"
+  else
+    fail "$1: $(cat "$LOG")"
+  fi
 }
 
 finish() {

@@ -15,14 +15,6 @@ configs=$here/../../../tools/configs
 work=$TMPDIR/work
 mkdir -p "$work"
 
-compare() {  # compare NAME A B TOL
-  if python3 "$here/compare_losses.py" "$2" "$3" "$4" >"$LOG" 2>&1; then
-    echo "ok: $1: $(cat "$LOG")"
-  else
-    fail "$1: $(cat "$LOG")"
-  fi
-}
-
 # same_eval NAME A B: B's validation metrics (every key of the eval records) equal A's, 1e-5
 # relative (the weights differ from serial by float rounding only).
 same_eval() {

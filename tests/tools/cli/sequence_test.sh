@@ -19,14 +19,6 @@ common=(--config "$cfg" --set train.steps=8 --set logging.log_every=1 --set trai
         --set train.eval_every=4 --set train.sample_tokens=8 --set model.dropout=0.1
         --set model.attn_dropout=0.1 --set model.n_heads=4)
 
-compare() {  # compare NAME A B TOL
-  if python3 "$here/compare_losses.py" "$2" "$3" "$4" >"$LOG" 2>&1; then
-    echo "ok: $1: $(cat "$LOG")"
-  else
-    fail "$1: $(cat "$LOG")"
-  fi
-}
-
 train() {  # train NAME N PATTERN ARGS...
   local name=$1 n=$2 pattern=$3
   shift 3

@@ -21,14 +21,6 @@ mkdir -p "$work"
 common=(--config "$cfg" --set train.steps=20 --set train.sample_tokens=8 --set logging.log_every=1
         --set model.dropout=0.1 --set model.attn_dropout=0.1)
 
-compare() {  # compare NAME A B [TOL]
-  if python3 "$here/compare_losses.py" "$2" "$3" "${4:-1e-4}" >"$LOG" 2>&1; then
-    echo "ok: $1: $(cat "$LOG")"
-  else
-    fail "$1: $(cat "$LOG")"
-  fi
-}
-
 mpi 1 300 "$tessera" train "${common[@]}" --set logging.metrics="$work/serial.jsonl" \
   --set checkpoint.dir="$work/serial"
 expect_ok "serial" "step 20/20"

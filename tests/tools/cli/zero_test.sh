@@ -22,14 +22,6 @@ mkdir -p "$work"
 common=(--config "$cfg" --set train.steps=20 --set train.sample_tokens=0 --set logging.log_every=1
         --set train.micro_batch_size=2)
 
-compare() {  # compare NAME A B TOL
-  if python3 "$here/compare_losses.py" "$2" "$3" "$4" >"$LOG" 2>&1; then
-    echo "ok: $1: $(cat "$LOG")"
-  else
-    fail "$1: $(cat "$LOG")"
-  fi
-}
-
 # train NAME N PATTERN ARGS...: a run whose metrics go to $work/NAME.jsonl.
 train() {
   local name=$1 n=$2 pattern=$3
