@@ -24,6 +24,7 @@ PipelineStage PipelineStage::plan(const BuildContext& ctx, int64_t blocks, int64
   s.all_ = parallel::pipeline::partition_blocks(
       spec, blocks, stages, std::vector<int64_t>(size_t(blocks), block_params), first_extra,
       last_extra);
+  s.chunk_params_.assign(size_t(s.chunks_), {});
   return s;
 }
 
@@ -33,13 +34,15 @@ parallel::pipeline::BlockRange PipelineStage::chunk_blocks(int chunk) const {
   return all_.at(size_t(chunk * ranks_ + rank_));
 }
 
-bool PipelineStage::holds_block(int64_t block) const {
+int PipelineStage::chunk_of_block(int64_t block) const {
   for (int c = 0; c < chunks_; ++c) {
     const parallel::pipeline::BlockRange r = chunk_blocks(c);
-    if (block >= r.begin && block < r.end) return true;
+    if (block >= r.begin && block < r.end) return c;
   }
-  return false;
+  return -1;
 }
+
+bool PipelineStage::holds_block(int64_t block) const { return chunk_of_block(block) >= 0; }
 
 void PipelineStage::hold(const std::string& prefix, const Module& module,
                          const std::vector<std::string>& tied) {
@@ -53,9 +56,13 @@ void PipelineStage::record(const std::string& prefix, const Module& module, bool
   for (size_t i = 0; i < params.size(); ++i) {
     const std::string& name = params[i].first;
     if (std::find(tied.begin(), tied.end(), name) != tied.end()) continue;
-    if (!held || recorded_.insert(params[i].second.impl()).second)
-      serial_.emplace_back(prefix.empty() ? name : prefix + "." + name,
-                           placements[i].second.global_shape);
+    if (held && !recorded_.insert(params[i].second.impl()).second) continue;
+    const std::string full = prefix.empty() ? name : prefix + "." + name;
+    serial_.emplace_back(full, placements[i].second.global_shape);
+    if (held) {
+      const int chunk = block_chunk_ >= 0 ? block_chunk_ : blocks_built_ ? chunks_ - 1 : 0;
+      chunk_params_[size_t(chunk)].push_back(full);
+    }
   }
 }
 

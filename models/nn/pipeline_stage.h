@@ -83,10 +83,18 @@ class PipelineStage {
         continue;
       }
       slots.push_back(int64_t(list.size()));
+      block_chunk_ = chunk_of_block(i);
       hold(name, *list.push_back(make(), std::to_string(i)));
+      block_chunk_ = -1;
     }
+    blocks_built_ = true;
     return slots;
   }
+  // The names of the parameters this stage holds, by local model chunk: a block's go with its
+  // chunk, what is held before the blocks (embeddings) with chunk 0, what after them (the head)
+  // with the last chunk. Each chunk's gradients are final after that chunk's last backward, which
+  // is what lets the data-parallel reduction of interleaved chunks start chunk by chunk.
+  const std::vector<std::vector<std::string>>& chunk_parameters() const { return chunk_params_; }
   // The serial model's parameters (name, global shape) in the serial model's order.
   const std::vector<std::pair<std::string, Shape>>& serial_parameters() const { return serial_; }
 
@@ -95,6 +103,11 @@ class PipelineStage {
   std::vector<parallel::pipeline::BlockRange> all_;  // per global stage
   std::vector<std::pair<std::string, Shape>> serial_;
   std::unordered_set<const TensorImpl*> recorded_;  // held tensors (they stay alive)
+  std::vector<std::vector<std::string>> chunk_params_ = {{}};
+  int block_chunk_ = -1;       // the chunk of the block being held, -1 outside build_blocks
+  bool blocks_built_ = false;  // build_blocks has run: what is held now goes with the last chunk
+
+  int chunk_of_block(int64_t block) const;
 
   // held: dedupe against the tensors held before (a dropped module's tensors are freed, and their
   // addresses may come back, so they are never remembered).

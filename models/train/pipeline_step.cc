@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <unordered_set>
 
 #include "autograd/ops.h"
 #include "core/error.h"
@@ -25,7 +26,7 @@ PipelineStep::PipelineStep(Task& task, const parallel::ParallelContext& context,
 }
 
 double PipelineStep::run(int64_t micro_batch, const std::function<Tensor(const Tensor&)>& to_backward,
-                         const std::function<void()>& before_final_backward) {
+                         const std::function<void(int chunk)>& before_chunk_final_backward) {
   const nn::PipelineStage& stage = *task_.pipeline_stage();
   task_.draw_micro_batches(executor_->spec().micro_batches, micro_batch);
   double loss_sum = 0;
@@ -35,10 +36,9 @@ double PipelineStep::run(int64_t micro_batch, const std::function<Tensor(const T
     loss_sum += out.item();
     return to_backward(out);
   }};
-  // With one chunk per rank, the chunk's last gradient work is the rank's.
-  if (before_final_backward && executor_->spec().virtual_stages == 1)
-    callbacks.before_backward = [&](int, int, bool last_for_chunk) {
-      if (last_for_chunk) before_final_backward();
+  if (before_chunk_final_backward)
+    callbacks.before_backward = [&](int chunk, int, bool last_for_chunk) {
+      if (last_for_chunk) before_chunk_final_backward(chunk);
     };
   executor_->run(callbacks);
   return loss_sum;
@@ -70,6 +70,20 @@ void PipelineStep::reduce_tied_gradients() {
     sent->wait();
     p.set_grad(stage.holds_embeddings() ? add(mine, theirs) : add(theirs, mine));
   }
+}
+
+std::vector<std::vector<std::string>> PipelineStep::chunk_parameters() const {
+  const std::vector<std::string> tied = tied_parameters_held();
+  std::unordered_set<std::string> model_names;
+  for (const auto& [name, p] : task_.model().named_parameters()) model_names.insert(name);
+  std::vector<std::vector<std::string>> chunks;
+  for (const std::vector<std::string>& held : task_.pipeline_stage()->chunk_parameters()) {
+    std::vector<std::string>& names = chunks.emplace_back();
+    for (const std::string& name : held)
+      if (model_names.count(name) && std::find(tied.begin(), tied.end(), name) == tied.end())
+        names.push_back(name);
+  }
+  return chunks;
 }
 
 std::vector<bool> PipelineStep::counted_parameters() const {

@@ -22,13 +22,16 @@ class PipelineStep {
 
   // One step's forwards and backwards over `micro_batch`-row micro-batches; to_backward turns a
   // micro-batch's mean loss into what is backpropagated (the accumulation mean, the loss scale).
-  // before_final_backward (optional) runs once, just before the backward work after which no
-  // parameter of this rank gets more gradient, when the schedule has one (one model chunk per
-  // rank; interleaved chunks finish at different times): the trainer turns the data-parallel
-  // reduction on there, so it overlaps with that backward, as Megatron's does.
+  // before_chunk_final_backward (optional) runs with a local model chunk just before that chunk's
+  // last backward work, after which its parameters get no more gradient: the trainer starts the
+  // chunk's data-parallel reduction there (chunk_parameters() are its sync groups), so it overlaps
+  // with the backward still to come, as Megatron's does, chunk by chunk under interleaving.
   // Returns the sum of the micro-batches' mean losses on the last stage, 0 elsewhere.
   double run(int64_t micro_batch, const std::function<Tensor(const Tensor&)>& to_backward,
-             const std::function<void()>& before_final_backward = {});
+             const std::function<void(int chunk)>& before_chunk_final_backward = {});
+  // The model's parameters by local chunk (nn::PipelineStage::chunk_parameters), without the tied
+  // ones (see tied_parameters_held): DataParallelOptions::sync_groups.
+  std::vector<std::vector<std::string>> chunk_parameters() const;
   // Sums the tied parameters' gradients between the first and the last stage (after run). Sums
   // commute with the data-parallel average, so the reducer may take these after it (see
   // tied_parameters_held).

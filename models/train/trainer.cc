@@ -194,6 +194,8 @@ void Trainer::setup() {
                                   .completed_after_backward =
                                       pipeline_ ? pipeline_->tied_parameters_held()
                                                 : std::vector<std::string>(),
+                                  .sync_groups = pipeline_ ? pipeline_->chunk_parameters()
+                                                           : std::vector<std::vector<std::string>>(),
                                   .zero_stage = int(config_.zero.stage),
                                   .zero_offload = config_.zero.offload,
                                   .zero3 = {.live_params = config_.zero.live_params,
@@ -370,14 +372,14 @@ double Trainer::train_step(int64_t step, StepStats& stats) {
     return scaler_ ? scaler_->scale_loss(loss) : loss;
   };
   if (pipeline_) {
-    // Gradients accumulate over the schedule and are reduced once. On the plain path the reduction
-    // starts within the rank's final backward, the tied embedding's bucket last (it is complete
-    // only once the stages have summed it); ZeRO's reducer starts after the schedule.
+    // Gradients accumulate over the schedule and are reduced once. On the plain path each model
+    // chunk's reduction starts within its final backward, the tied embedding's bucket last (it is
+    // complete only once the stages have summed it); ZeRO's reducer starts after the schedule.
     update_->set_grad_sync(false);
-    std::function<void()> sync_from_here;
-    if (config_.zero.stage == 0) sync_from_here = [&] { update_->set_grad_sync(true); };
+    std::function<void(int)> sync_chunk;
+    if (config_.zero.stage == 0) sync_chunk = [&](int chunk) { update_->sync_group(size_t(chunk)); };
     TS_PROFILE("pipeline_schedule", "step");
-    local_loss = pipeline_->run(micro, to_backward, sync_from_here);
+    local_loss = pipeline_->run(micro, to_backward, sync_chunk);
     pipeline_->reduce_tied_gradients();
     update_->set_grad_sync(true);
   } else {

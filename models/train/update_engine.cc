@@ -27,7 +27,8 @@ class PlainUpdate : public UpdateEngine {
     if (spec.grad_group && spec.grad_group->size() > 1)
       dp_ = std::make_unique<parallel::DataParallel>(
           spec.model->named_parameters(), spec.grad_group,
-          parallel::DataParallelOptions{.completed_after_backward = spec.completed_after_backward});
+          parallel::DataParallelOptions{.completed_after_backward = spec.completed_after_backward,
+                                        .sync_groups = spec.sync_groups});
   }
 
   void set_grad_sync(bool sync) override {
@@ -37,6 +38,9 @@ class PlainUpdate : public UpdateEngine {
     } else if (!no_sync_) {
       no_sync_.emplace(dp_->no_sync());
     }
+  }
+  void sync_group(size_t g) override {
+    if (dp_) dp_->sync_group(g);
   }
   void finish_gradients() override {
     if (dp_) dp_->finish_gradient_sync();
@@ -98,6 +102,7 @@ class ZeroUpdate : public UpdateEngine {
       no_sync_.emplace(zero_.no_sync());
     }
   }
+  void sync_group(size_t) override {}
   void finish_gradients() override { zero_.finish_gradient_sync(); }
   const std::vector<Tensor>& step_params() const override { return zero_.shard_params(); }
   optim::Optimizer& optimizer() override { return zero_.optimizer(); }

@@ -27,6 +27,9 @@ class UpdateEngine {
 
   // Before each micro-batch's backward: only the last one (sync) reduces gradients over ranks.
   virtual void set_grad_sync(bool sync) = 0;
+  // Under set_grad_sync(false): spec.sync_groups[g] has its last backward next, so its reduction
+  // may start within it (the plain path; ZeRO's reducer starts after the last backward).
+  virtual void sync_group(size_t g) = 0;
   // After the last backward: the reduced gradients in f32 on step_params()' .grad().
   virtual void finish_gradients() = 0;
   // The f32 tensors optimizer() steps: every parameter's master, or this rank's shards.
@@ -67,6 +70,9 @@ struct UpdateEngineSpec {
   // The plain path: parameters whose gradient the caller completes after backward (a pipeline's
   // tied embedding), reduced after all others (DataParallelOptions::completed_after_backward).
   std::vector<std::string> completed_after_backward;
+  // The plain path: parameter sets final at different times (a pipeline's model chunks), reduced
+  // set by set from sync_group() on (DataParallelOptions::sync_groups).
+  std::vector<std::vector<std::string>> sync_groups;
   int zero_stage = 0;                   // 0: the plain path; 1-3: ZeRO over grad_group
   bool zero_offload = false;            // ZeRO's masters and optimizer state on the host
   parallel::zero::Stage3Options zero3;  // stage 3: parameters kept gathered, prefetch depth

@@ -19,6 +19,7 @@ struct DataParallelState {
   std::vector<int64_t> bucket_of;  // per parameter: its bucket, -1 if it does not require grad
   std::vector<size_t> slot_of;     // per parameter: its slot in that bucket
   std::vector<bool> completed_after;  // per parameter: in options.completed_after_backward
+  std::vector<int64_t> group_of;      // per parameter: its sync group, -1 if none
 
   // One synced step, from the first gradient to finish().
   std::vector<bool> ready;       // per parameter: its gradient is in its bucket
@@ -28,6 +29,7 @@ struct DataParallelState {
   size_t next_launch = 0;        // buckets start in plan order; this one is next
   bool step_active = false;      // a gradient arrived since the last finish()
   bool no_sync = false;
+  std::vector<bool> group_synced;  // per sync group: sync_group() was called this step
   std::vector<SyncEvent> events;
 
   void record(SyncEvent::Kind kind, int64_t index) {
@@ -43,6 +45,7 @@ struct DataParallelState {
     completed.assign(buckets.size(), false);
     next_launch = 0;
     step_active = false;
+    group_synced.assign(options.sync_groups.size(), false);
   }
 
   Tensor slot_view(size_t p) const {
@@ -69,8 +72,12 @@ struct DataParallelState {
     }
   }
 
+  bool syncs(size_t p) const {
+    return !no_sync || (group_of[p] >= 0 && group_synced[size_t(group_of[p])]);
+  }
+
   void on_grad_ready(size_t p) {
-    if (no_sync) return;  // the gradient stays in .grad() and keeps accumulating
+    if (!syncs(p)) return;  // the gradient stays in .grad() and keeps accumulating
     TS_CHECK(!ready[p], "DataParallel", "expected one synced backward per finish_gradient_sync(), ",
              "got a second gradient for '", params[p].first,
              "' before finish_gradient_sync(); run accumulation micro-steps under no_sync()");
@@ -150,6 +157,8 @@ std::string layout_text(const DataParallel::NamedParams& params, const DataParal
       str_cat("DataParallel cap=", o.bucket_cap_bytes, " broadcast=", o.broadcast_parameters, "\n");
   for (const std::string& name : o.completed_after_backward)
     text += str_cat("completed after backward: ", name, "\n");
+  for (size_t g = 0; g < o.sync_groups.size(); ++g)
+    for (const std::string& name : o.sync_groups[g]) text += str_cat("sync group ", g, ": ", name, "\n");
   for (const auto& [name, t] : params) {
     text += str_cat(name, " ", shape_str(t.shape()), " ", dtype_name(t.dtype()), " ",
                     t.requires_grad() ? "grad" : "frozen", "\n");
@@ -200,33 +209,53 @@ DataParallel::DataParallel(NamedParams params, std::shared_ptr<Communicator> com
   // Buckets over the parameters that require grad, in reverse registration order: backward
   // produces the last layers' gradients first, so the first bucket fills first. The parameters
   // completed after backward get buckets of their own, after all the others.
-  s.completed_after.assign(s.tensors.size(), false);
-  for (const std::string& name : options.completed_after_backward) {
+  auto index_of = [&](const std::string& name, const char* option) {
     size_t p = 0;
     while (p < s.params.size() && s.params[p].first != name) ++p;
-    TS_CHECK(p < s.params.size(), "DataParallel", "completed_after_backward names '", name,
+    TS_CHECK(p < s.params.size(), "DataParallel", option, " names '", name,
              "', which is not one of the parameters");
-    s.completed_after[p] = true;
+    return p;
+  };
+  s.completed_after.assign(s.tensors.size(), false);
+  for (const std::string& name : options.completed_after_backward)
+    s.completed_after[index_of(name, "completed_after_backward")] = true;
+  s.group_of.assign(s.tensors.size(), -1);
+  for (size_t g = 0; g < options.sync_groups.size(); ++g) {
+    for (const std::string& name : options.sync_groups[g]) {
+      const size_t p = index_of(name, "sync_groups");
+      TS_CHECK(s.group_of[p] < 0, "DataParallel", "sync_groups puts '", name, "' in two sets");
+      if (!s.completed_after[p]) s.group_of[p] = int64_t(g);
+    }
   }
+  // Runs of parameters that share a bucket plan, in reduction order: those reduced during
+  // backward, cut wherever the sync group changes, then those completed after backward.
   std::vector<size_t> during, after;  // reduction order, indices into params
+  std::vector<std::vector<size_t>> runs;
   for (size_t k = s.tensors.size(); k-- > 0;) {
     if (!s.tensors[k].requires_grad()) continue;
-    (s.completed_after[k] ? after : during).push_back(k);
+    if (s.completed_after[k]) {
+      after.push_back(k);
+      continue;
+    }
+    if (during.empty() || s.group_of[during.back()] != s.group_of[k]) runs.emplace_back();
+    runs.back().push_back(k);
+    during.push_back(k);
   }
+  if (!after.empty()) runs.push_back(after);
   s.bucket_of.assign(s.tensors.size(), -1);
   s.slot_of.assign(s.tensors.size(), 0);
-  for (const std::vector<size_t>* members : {&during, &after}) {
+  for (const std::vector<size_t>& members : runs) {
     std::vector<BucketParam> info;
     std::vector<size_t> order;
-    for (size_t k = 0; k < members->size(); ++k) {
-      const Tensor& t = s.tensors[(*members)[k]];
+    for (size_t k = 0; k < members.size(); ++k) {
+      const Tensor& t = s.tensors[members[k]];
       info.push_back(BucketParam{t.numel(), t.dtype()});
       order.push_back(k);
     }
     for (BucketPlan& plan : plan_buckets(info, order, options.bucket_cap_bytes)) {
       for (size_t i = 0; i < plan.slots.size(); ++i) {
         BucketSlot& slot = plan.slots[i];
-        slot.param = (*members)[slot.param];  // subset index -> index into params
+        slot.param = members[slot.param];  // subset index -> index into params
         s.bucket_of[slot.param] = int64_t(s.buckets.size());
         s.slot_of[slot.param] = i;
       }
@@ -266,6 +295,12 @@ DataParallel::NoSyncGuard DataParallel::no_sync() {
 }
 
 bool DataParallel::sync_enabled() const { return !state_->no_sync; }
+
+void DataParallel::sync_group(size_t g) {
+  TS_CHECK(g < state_->group_synced.size(), "DataParallel", "expected a sync group in [0, ",
+           state_->group_synced.size(), "), got ", g);
+  state_->group_synced[g] = true;
+}
 
 void DataParallel::finish_gradient_sync() { state_->finish(); }
 

@@ -62,6 +62,14 @@ struct DataParallelOptions {
   // others, which finish_gradient_sync() fills from their .grad() of that moment. So every other
   // bucket still starts during backward, and these reduce the caller's completed gradient.
   std::vector<std::string> completed_after_backward;
+  // Sets of parameters whose gradients become final at different times within one accumulation (a
+  // pipeline rank's model chunks under the interleaved schedule: each chunk has its own last
+  // backward). Each set gets buckets of its own, and sync_group(g), called under no_sync() just
+  // before set g's last backward, lets that set's hooks start its buckets while the other sets
+  // keep accumulating, so each chunk's reduction overlaps with the backward of the chunks still
+  // computing (Megatron's overlap for virtual pipeline stages). A parameter in no set, or also in
+  // completed_after_backward, is planned as without this option.
+  std::vector<std::vector<std::string>> sync_groups;
 };
 
 // One event of a synced backward: a parameter's gradient arrived (index: the parameter's position
@@ -104,6 +112,10 @@ class DataParallel {
   // Throws if a synced backward has started reducing and finish_gradient_sync() was not called.
   [[nodiscard]] NoSyncGuard no_sync();
   bool sync_enabled() const;
+  // Under no_sync(): from now until finish_gradient_sync(), the hooks of options.sync_groups[g]
+  // reduce as in a synced backward (the set's next gradients are its final ones). End no_sync()
+  // before finish_gradient_sync(), which then completes the step as after a synced backward.
+  void sync_group(size_t g);
 
   // Collective: starts every bucket not started yet (filling gradients that never arrived, see the
   // top of this file), waits for all and writes the averages into each parameter's .grad()

@@ -5,6 +5,7 @@
 // Modes: (none) the checks; `throw` stage 1 throws at micro-batch 2; `hang` rank 1 never sends,
 // so rank 0's receive times out. Both must end the job naming the stage / ranks.
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -150,48 +151,86 @@ void check_forward_only(const CommPtr& world, int v) {
 }
 
 // Pipeline x data parallelism on 4 ranks (2 stages x 2 data replicas), as the trainer runs it:
-// gradients accumulate unsynced until the rank's final backward, where the data-parallel
-// reduction is turned on, so the weight's bucket starts inside that backward; the bias stands for
-// a tied parameter (completed after backward: here doubled) and is reduced at finish from what
-// its .grad() then holds. Both equal the serial average over the replicas' micro-batches.
-void check_overlapped_reduction(const CommPtr& world, ScheduleKind kind) {
+// gradients accumulate unsynced, and just before each model chunk's final backward that chunk's
+// sync group is turned on, so its buckets start inside that backward; under interleaving (v = 2)
+// chunk 1 finishes first, and its reduction must be under way before chunk 0's final gradients
+// arrive. Chunk 0's bias stands for a tied parameter (completed after backward: here doubled) and
+// is reduced at finish from what its .grad() then holds. All equal the serial average over the
+// replicas' micro-batches.
+void check_overlapped_reduction(const CommPtr& world, ScheduleKind kind, int v) {
   const int stage = world->rank() % 2, replica = world->rank() / 2, micro_batches = 4;
-  const std::string name = std::string("pp 2 x dp 2 ") + schedule_name(kind);
+  const std::string name =
+      std::string("pp 2 x dp 2 ") + schedule_name(kind) + " v=" + std::to_string(v);
   CommPtr pipe = world->split(replica, world->rank(), "pipeline");
   CommPtr data = world->split(stage, world->rank(), "data");
   auto input = [&](int r, int m) { return micro_input(100 * r + m); };
+  const int stages = 2 * v;
+  auto global_stage = [&](int chunk) { return chunk * 2 + stage; };
 
-  Chain serial(2);
+  Chain serial(stages);
   for (int r = 0; r < 2; ++r)
-    for (int m = 0; m < micro_batches; ++m)
-      autograd::backward({mul(loss_of(serial.stage(1, serial.stage(0, input(r, m)))),
-                              1.0 / (2 * micro_batches))});
+    for (int m = 0; m < micro_batches; ++m) {
+      Tensor y = input(r, m);
+      for (int s = 0; s < stages; ++s) y = serial.stage(s, y);
+      autograd::backward({mul(loss_of(y), 1.0 / (2 * micro_batches))});
+    }
 
-  Chain piped(2);
-  DataParallel dp({{"weight", piped.weights[size_t(stage)]}, {"bias", piped.biases[size_t(stage)]}},
-                  data,
-                  {.bucket_cap_bytes = 1, .record_events = true, .completed_after_backward = {"bias"}});
+  Chain piped(stages);
+  DataParallel::NamedParams params;
+  std::vector<std::vector<std::string>> groups;
+  for (int c = 0; c < v; ++c) {
+    const std::string w = "weight" + std::to_string(c), b = "bias" + std::to_string(c);
+    params.emplace_back(w, piped.weights[size_t(global_stage(c))]);
+    params.emplace_back(b, piped.biases[size_t(global_stage(c))]);
+    groups.push_back({w, b});
+  }
+  DataParallel dp(params, data,
+                  {.bucket_cap_bytes = 1,
+                   .record_events = true,
+                   .completed_after_backward = {"bias0"},
+                   .sync_groups = groups});
   std::optional<DataParallel::NoSyncGuard> no_sync(dp.no_sync());
-  PipelineExecutor executor(pipe, {.kind = kind, .stages = 2, .micro_batches = micro_batches});
-  executor.run({.forward = [&](int, int m, const Tensor& in) {
-                  Tensor y = piped.stage(stage, stage == 0 ? input(replica, m) : in);
-                  return stage == 1 ? mul(loss_of(y), 1.0 / micro_batches) : y;
+  PipelineExecutor executor(
+      pipe, {.kind = kind, .stages = 2, .virtual_stages = v, .micro_batches = micro_batches});
+  std::vector<int> synced;
+  executor.run({.forward = [&](int chunk, int m, const Tensor& in) {
+                  const int s = global_stage(chunk);
+                  Tensor y = piped.stage(s, s == 0 ? input(replica, m) : in);
+                  return s == stages - 1 ? mul(loss_of(y), 1.0 / micro_batches) : y;
                 },
-                .before_backward = [&](int, int, bool last) {
-                  if (last) no_sync.reset();
+                .before_backward = [&](int chunk, int, bool last) {
+                  if (!last) return;
+                  synced.push_back(chunk);
+                  dp.sync_group(size_t(chunk));
                 }});
-  TS_CHECK(!no_sync, "executor_ranks", name, ": no backward was flagged as the chunk's last");
-  bool started_in_backward = false;
-  for (const SyncEvent& e : dp.events()) started_in_backward |= e.kind == SyncEvent::Kind::bucket_started;
-  TS_CHECK(started_in_backward, "executor_ranks", name,
-           ": expected the weight's all-reduce to start within the final backward");
-  Tensor bias = piped.biases[size_t(stage)];
-  bias.set_grad(mul(bias.grad(), 2.0));  // completed after backward, before the reduction
+  std::vector<int> want(static_cast<size_t>(v));
+  for (int c = 0; c < v; ++c) want[size_t(c)] = v - 1 - c;  // the later chunk finishes first
+  TS_CHECK(synced == want, "executor_ranks", name, ": expected each chunk's last backward flagged ",
+           "once, the later chunk first");
+  size_t first_start = SIZE_MAX, chunk0_weight_ready = SIZE_MAX;
+  const std::vector<SyncEvent> events = dp.events();
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (events[i].kind == SyncEvent::Kind::bucket_started && first_start == SIZE_MAX) first_start = i;
+    if (events[i].kind == SyncEvent::Kind::grad_ready && events[i].index == 0) chunk0_weight_ready = i;
+  }
+  TS_CHECK(first_start != SIZE_MAX, "executor_ranks", name,
+           ": expected an all-reduce to start within the backward");
+  TS_CHECK(chunk0_weight_ready != SIZE_MAX, "executor_ranks", name,
+           ": expected chunk 0's weight gradient to reach its bucket within its final backward");
+  if (v > 1)
+    TS_CHECK(first_start < chunk0_weight_ready, "executor_ranks", name,
+             ": expected chunk 1's reduction to start before chunk 0's final gradients (event ",
+             first_start, " vs ", chunk0_weight_ready, ")");
+  no_sync.reset();
+  Tensor tied = piped.biases[size_t(global_stage(0))];
+  tied.set_grad(mul(tied.grad(), 2.0));  // completed after backward, before the reduction
   dp.finish_gradient_sync();
-  check_close(piped.weights[size_t(stage)].grad(), serial.weights[size_t(stage)].grad(),
-              name + " weight " + std::to_string(stage));
-  check_close(bias.grad(), mul(serial.biases[size_t(stage)].grad(), 2.0),
-              name + " bias " + std::to_string(stage));
+  for (int c = 0; c < v; ++c) {
+    const size_t s = size_t(global_stage(c));
+    check_close(piped.weights[s].grad(), serial.weights[s].grad(), name + " weight " + std::to_string(s));
+    const Tensor want_bias = c == 0 ? mul(serial.biases[s].grad(), 2.0) : serial.biases[s].grad();
+    check_close(piped.biases[s].grad(), want_bias, name + " bias " + std::to_string(s));
+  }
 }
 
 }  // namespace
@@ -224,10 +263,12 @@ int main(int argc, char** argv) {
       for (int m : {p, 2 * p}) check_schedule(world, ScheduleKind::interleaved, v, m);
     check_forward_only(world, 1);
     check_forward_only(world, 2);
-    if (p == 4)
+    if (p == 4) {
       for (ScheduleKind kind :
            {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::zero_bubble})
-        check_overlapped_reduction(world, kind);
+        check_overlapped_reduction(world, kind, 1);
+      check_overlapped_reduction(world, ScheduleKind::interleaved, 2);
+    }
     world->barrier()->wait();
     if (world->rank() == 0)
       std::printf("executor: all checks passed on %d ranks (%lld checks on rank 0)\n", p,

@@ -17,14 +17,6 @@ mkdir -p "$work"
 common=(--config "$cfg" --set model.n_layers=4 --set train.steps=20 --set logging.log_every=1
         --set train.micro_batch_size=2 --set train.eval_every=5 --set train.sample_tokens=8)
 
-compare() {  # compare NAME A B TOL
-  if python3 "$here/compare_losses.py" "$2" "$3" "$4" >"$LOG" 2>&1; then
-    echo "ok: $1: $(cat "$LOG")"
-  else
-    fail "$1: $(cat "$LOG")"
-  fi
-}
-
 # train NAME N PATTERN ARGS...: metrics in $work/NAME.jsonl, output kept in $work/NAME.log.
 train() {
   local name=$1 n=$2 pattern=$3
@@ -115,9 +107,12 @@ train pp2-explicit 2 "blocks [0,1) [1,4)" "${pp[@]}" --set "parallel.pipeline.pa
 compare "pp 2 partition [1, 3] vs serial" "$work/serial.jsonl" "$work/pp2-explicit.jsonl" 1e-5
 
 # With the other strategies.
-train pp2dp2 4 "ranks: 4 (data parallel 2)" "${pp[@]}"
-compare "pp 2 x dp 2 vs serial" "$work/serial.jsonl" "$work/pp2dp2.jsonl" 1e-5
-# The data-parallel reduction starts within the final backward (for zero bubble: its last W).
+# The data-parallel reduction of each model chunk starts within that chunk's final backward
+# (interleaved: chunk by chunk; zero bubble: within the last W).
+train pp2dp2 4 "ranks: 4 (data parallel 2)" "${pp[@]}" --set parallel.pipeline.schedule=interleaved \
+  --set parallel.pipeline.virtual_stages=2
+compare "pp 2 interleaved (2 virtual stages) x dp 2 vs serial" "$work/serial.jsonl" \
+  "$work/pp2dp2.jsonl" 1e-5
 train pp2dp2-zb 4 "ranks: 4 (data parallel 2)" "${pp[@]}" --set parallel.pipeline.schedule=zero_bubble
 compare "pp 2 zero_bubble x dp 2 vs serial" "$work/serial.jsonl" "$work/pp2dp2-zb.jsonl" 1e-5
 train pp2tp2 4 "tensor parallel: 1d over 2 ranks" "${pp[@]}" --set parallel.tensor.size=2
