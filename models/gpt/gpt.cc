@@ -130,12 +130,16 @@ Tensor GPT::stage_forward(int chunk, const Tensor& input, const Tensor& targets)
   return lm_head_->loss(x, targets.dtype() == DType::i64 ? targets : targets.to(DType::i64));
 }
 
+int64_t GPT::batch_padding(int64_t b) const {
+  return split2d_.batch_padding(b) + (cube_side_ - b % cube_side_) % cube_side_;
+}
+
 Tensor GPT::forward(const Tensor& ids) {
   // 2D tensor parallelism splits the batch over the grid rows (3D over the cube side): outside
   // training a batch that does not split (generation's one prompt) is padded with rows of id 0,
   // whose logits are dropped.
   const int64_t b = ids.defined() && ids.dim() == 2 ? ids.size(0) : 0;
-  const int64_t rows = split2d_.batch_padding(b) + (cube_side_ - b % cube_side_) % cube_side_;
+  const int64_t rows = batch_padding(b);
   if (rows > 0 && !is_training()) {
     const Tensor pad = zeros({rows, ids.size(1)}, {.dtype = ids.dtype(), .device = ids.device()});
     return narrow(forward(cat({ids, pad}, 0)), 0, 0, b);  // (B, T, V)

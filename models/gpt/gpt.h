@@ -44,6 +44,10 @@ class GPT : public nn::Module {
   // Serially (one stage) stage_forward(0, ids, targets) is loss(ids, targets).
   Tensor stage_forward(int chunk, const Tensor& input, const Tensor& targets);
   const nn::PipelineStage& stage() const { return stage_; }
+  // Rows of id 0 a batch of b rows needs outside training so that it splits where the layout cuts
+  // the batch (2D / 2.5D over the grid rows, 3D over the cube side); 0 otherwise. forward() adds
+  // them itself; a pipelined caller of stage_forward adds them and drops their outputs.
+  int64_t batch_padding(int64_t b) const;
   // Appends max_new_tokens tokens to ids (B, T0) and returns them all (B, T0 + max_new_tokens) i64.
   // Each step looks at the last context_length tokens. temperature 0 picks the most likely token
   // (greedy, the first of ties); otherwise a token is drawn from softmax(logits / temperature)

@@ -163,21 +163,23 @@ class GptTask : public Task {
   // the same token.
   Tensor pipelined_logits(const Tensor& window) {
     // Sequence parallelism splits T over the tensor group: pad on the right to a multiple of it
-    // (the model is causal, so the last real position never sees the padding), as GPT::forward.
+    // (the model is causal, so the last real position never sees the padding), as GPT::forward;
+    // 2D and 3D split the batch: pad rows of id 0, whose logits are dropped.
     const int64_t parts = config_.parallel.tensor.sequence_parallel ? config_.parallel.tensor.size : 1;
-    const int64_t t = window.size(1), pad = (parts - t % parts) % parts;
-    const Tensor padded =
-        pad == 0 ? window
-                 : cat({window, zeros({window.size(0), pad}, {.dtype = window.dtype(), .device = window.device()})}, 1);
-    const LmBatch b{.input = padded, .target = Tensor()};
+    const int64_t b = window.size(0), t = window.size(1), pad = (parts - t % parts) % parts;
+    const int64_t rows = model_->batch_padding(b);
+    const TensorOptions like{.dtype = window.dtype(), .device = window.device()};
+    Tensor padded = pad == 0 ? window : cat({window, zeros({b, pad}, like)}, 1);
+    if (rows > 0) padded = cat({padded, zeros({rows, padded.size(1)}, like)}, 0);
+    const LmBatch batch{.input = padded, .target = Tensor()};
     const std::vector<Tensor> out =
         pipeline_->run_forward(1, {.forward = [&](int chunk, int, const Tensor& in) {
-                                 return forward_on(b, chunk, in, false);
+                                 return forward_on(batch, chunk, in, false);
                                }});
     Tensor last = empty({window.size(0), config_.gpt.vocab_size}, {.dtype = DType::f32});
     parallel::Communicator& group = pipeline_->group();
     if (out[0].defined())
-      last.copy_(out[0].select(1, t - 1).to(kCPU).to(DType::f32));
+      last.copy_(narrow(out[0], 0, 0, b).select(1, t - 1).to(kCPU).to(DType::f32));
     group.broadcast(last, group.size() - 1)->wait();
     return last;
   }

@@ -62,11 +62,6 @@ void check_2d(const TrainConfig& c) {
   const int q = grid_side(c.parallel);
   const int64_t q2 = int64_t(q) * q;
   const std::string on_grid = grid_text(c.parallel);
-  TS_CHECK(c.parallel.pipeline == 1, "config", "parallel.tensor.mode ", c.parallel.tensor.mode,
-           " with parallel.pipeline ", c.parallel.pipeline, ": ",
-           c.parallel.tensor.mode == "2d" ? "2D" : "2.5D",
-           " tensor parallelism does not run under pipeline parallelism in this version of "
-           "Tessera; set parallel.pipeline to 1 or parallel.tensor.mode to 1d");
   int64_t d = 0, heads = 0, hidden = 0;
   switch (c.kind) {
     case ModelKind::gpt:
@@ -109,10 +104,6 @@ void check_3d(const TrainConfig& c) {
            c.kind == ModelKind::bert ? "BERT needs a Classifier3D for its heads"
                                      : "ViT needs a PatchEmbedding3D and a Classifier3D",
            "); set parallel.tensor.mode to 1d, 2d or 2.5d");
-  TS_CHECK(c.parallel.pipeline == 1, "config", on_cube, " with parallel.pipeline ",
-           c.parallel.pipeline,
-           ": 3D tensor parallelism does not run under pipeline parallelism in this version of "
-           "Tessera; set parallel.pipeline to 1");
   const int64_t d = c.gpt.d_model, heads = c.gpt.n_heads;
   const int64_t hidden = c.gpt.mlp_hidden == 0 ? 4 * d : c.gpt.mlp_hidden;
   TS_CHECK(d % q3 == 0, "config", on_cube, ": expected model.d_model ", d,

@@ -2,7 +2,8 @@
 # Pipeline parallelism for BERT and ViT through `mpirun -np N tessera train`: a 4-block tiny BERT
 # (masked LM; its decoder is tied to the word embeddings, held by the first and the last stage) and
 # a 4-block tiny ViT under 1f1b, zero_bubble and interleaved (2 virtual stages) on 2 stages, 1f1b
-# on 4, pp 2 x dp 2 and pp 2 x tp 2 (vocab-parallel word embeddings and decoder) give the serial
+# on 4, pp 2 x dp 2, pp 2 x tp 2 (vocab-parallel word embeddings and decoder) and pp 2 x tp 2d
+# (SUMMA on a 2 x 2 grid in every stage) give the serial
 # run's losses (1e-5 relative, from the metrics files) and its validation metrics (pp 2 x dp 2: the
 # dp 2 run's, as each data rank evaluates its own rows); a pp 4 checkpoint resumes on one process
 # with the serial checkpoint's next losses.
@@ -92,6 +93,10 @@ for model in bert vit; do
   train pp2tp2 4 "tensor parallel: 1d over 2 ranks" "${pp[@]}" --set parallel.tensor.size=2
   compare "$model pp 2 x tp 2 vs serial" "$serial" "$work/$model-pp2tp2.jsonl" 1e-5
   same_eval "$model pp 2 x tp 2: validation equals serial" "$serial" "$work/$model-pp2tp2.jsonl"
+  train pp2tp2d 8 "tensor parallel: 2d over 4 ranks" "${pp[@]}" --set parallel.tensor.size=4 \
+    --set parallel.tensor.mode=2d
+  compare "$model pp 2 x tp 2d vs serial" "$serial" "$work/$model-pp2tp2d.jsonl" 1e-5
+  same_eval "$model pp 2 x tp 2d: validation equals serial" "$serial" "$work/$model-pp2tp2d.jsonl"
 
   # The pp 4 checkpoint is the serial model (the tied weight once, the optimizer state by serial
   # parameter): resumed on one process it continues as the serial checkpoint does (steps 21-22).

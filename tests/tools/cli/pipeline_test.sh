@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Pipeline parallelism through `mpirun -np N tessera train --set parallel.pipeline.size=P`: a
 # 4-block tiny GPT under every schedule (gpipe, 1f1b, interleaved with 2 virtual stages,
-# zero_bubble) on 2 and 4 stages, and pp 2 x dp 2, pp 2 x tp 2, pp 2 x dp 2 x ZeRO 1, gives the
-# serial run's losses (1e-5 relative, from the metrics files), its validation loss and its
-# generated sample; a pp 2 checkpoint resumes serially and under pp 4 with the uninterrupted run's
-# next losses; impossible layouts are refused naming the numbers.
+# zero_bubble) on 2 and 4 stages, and pp 2 x dp 2 (interleaved), pp 2 x tp 2 (1d), pp 2 x tp 4
+# (2d), pp 2 x tp 8 (3d), pp 2 x dp 2 x ZeRO 1, gives the serial run's losses (1e-5 relative, from
+# the metrics files), its validation loss and its generated sample; pp 2 and pp 2 x tp 2d
+# checkpoints resume serially (pp 2 also under pp 4), a serial one under pp 2 and pp 2 x tp 2d,
+# with the uninterrupted run's next losses; impossible layouts are refused naming the numbers.
 # Usage: pipeline_test.sh TESSERA
 set -u
 here=$(dirname "$0")
@@ -123,6 +124,23 @@ train pp2sp 4 "sequence parallel" "${pp[@]}" --set parallel.tensor.size=2 \
 compare "pp 2 x tp 2 with sequence parallelism and activation checkpointing vs serial" \
   "$work/serial.jsonl" "$work/pp2sp.jsonl" 1e-5
 same_eval_and_sample pp2sp
+# 2D (SUMMA on a 2 x 2 grid) and 3D (a 2 x 2 x 2 cube, which needs the heads divisible by 4)
+# tensor parallelism inside every stage.
+train pp2tp2d 8 "tensor parallel: 2d over 4 ranks" "${pp[@]}" --set parallel.tensor.size=4 \
+  --set parallel.tensor.mode=2d --set checkpoint.dir="$work/ck-pp2tp2d"
+compare "pp 2 x tp 2d vs serial" "$work/serial.jsonl" "$work/pp2tp2d.jsonl" 1e-5
+same_eval_and_sample pp2tp2d
+resume serial-from-pp2tp2d 1 "$work/ck-pp2tp2d"
+compare "next losses: pp 2 x tp 2d checkpoint resumed serially" "$work/serial-next.jsonl" \
+  "$work/serial-from-pp2tp2d.jsonl" 1e-5
+resume pp2tp2d-from-serial 8 "$work/ck-serial" "${pp[@]}" --set parallel.tensor.size=4 \
+  --set parallel.tensor.mode=2d
+compare "next losses: serial checkpoint under pp 2 x tp 2d" "$work/serial-next.jsonl" \
+  "$work/pp2tp2d-from-serial.jsonl" 1e-5
+train serial-h4 1 "step 20/20" --set model.n_heads=4
+train pp2tp3d 16 "tensor parallel: 3d over 8 ranks" "${pp[@]}" --set parallel.tensor.size=8 \
+  --set parallel.tensor.mode=3d --set model.n_heads=4
+compare "pp 2 x tp 3d vs serial" "$work/serial-h4.jsonl" "$work/pp2tp3d.jsonl" 1e-5
 train pp2dp2z1 4 "zero: stage 1 over 2 data ranks" "${pp[@]}" --set zero.stage=1 \
   --set parallel.pipeline.schedule=zero_bubble
 compare "pp 2 zero_bubble x dp 2 x ZeRO 1 vs serial" "$work/serial.jsonl" "$work/pp2dp2z1.jsonl" 1e-5
