@@ -105,8 +105,10 @@ Bert::Bert(const BertConfig& config, const nn::BuildContext& ctx)
 }
 
 Tensor Bert::run_blocks(Tensor x, const Tensor& mask, int64_t begin, int64_t end) {
-  for (int64_t i = begin; i < end; ++i)
+  for (int64_t i = begin; i < end; ++i) {
+    nn::enter_dropout_unit(i + 1);
     x = h_->at<nn::Block>(size_t(block_slot_[i]))->forward(x, mask);
+  }
   return x;
 }
 

@@ -29,6 +29,7 @@ Tensor BertEmbeddings::forward(const Tensor& ids, const Tensor& token_type_ids) 
   TS_CHECK(ids.defined() && ids.dim() == 2 && ids.size(1) >= 1 && ids.size(1) <= max_positions_,
            "Bert", "expected token ids (B, T) with 1 <= T <= ", max_positions_, ", got ",
            ids.defined() ? ids.describe() : "undefined");
+  nn::enter_dropout_unit(0);
   const int64_t t = ids.size(1);
   TS_CHECK(!token_type_ids.defined() || token_type_ids.shape() == ids.shape(), "Bert",
            "expected token_type_ids of the ids' shape ", shape_str(ids.shape()), ", got ",

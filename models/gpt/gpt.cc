@@ -97,6 +97,7 @@ Tensor GPT::embed(const Tensor& ids) {
            ", got ", ids.defined() ? ids.describe() : "undefined");
   const int64_t t = ids.size(1);
   seq_.check_length("GPT", t);
+  nn::enter_dropout_unit(0);
   Tensor pos = arange(0, double(t), 1.0, {.dtype = DType::i64, .device = ids.device()});  // (T)
   // Sequence parallel: the token embedding gives this rank's rows (B, T/P, C), and the positions,
   // looked up whole, are cut to the same rows (T/P, C).
@@ -110,7 +111,10 @@ Tensor GPT::embed(const Tensor& ids) {
 }
 
 Tensor GPT::run_blocks(Tensor x, int64_t begin, int64_t end) {
-  for (int64_t i = begin; i < end; ++i) x = h_->at<nn::Block>(size_t(block_slot_[i]))->forward(x);
+  for (int64_t i = begin; i < end; ++i) {
+    nn::enter_dropout_unit(i + 1);
+    x = h_->at<nn::Block>(size_t(block_slot_[i]))->forward(x);
+  }
   return x;
 }
 
@@ -126,8 +130,9 @@ Tensor GPT::stage_forward(int chunk, const Tensor& input, const Tensor& targets)
   Tensor x = run_blocks(stage_.first_chunk(chunk) ? embed(input) : input, blocks.begin, blocks.end);
   if (!stage_.last_chunk(chunk)) return x;
   x = ln_f_->forward(x);
-  if (!targets.defined()) return lm_head_->forward(x);
-  return lm_head_->loss(x, targets.dtype() == DType::i64 ? targets : targets.to(DType::i64));
+  // Sequence parallel: this rank's positions' loss (as loss()), or every position's logits.
+  if (!targets.defined()) return sp_.on() ? gather_positions(lm_head_->forward(x)) : lm_head_->forward(x);
+  return lm_head_->loss(x, sp_.take(targets.dtype() == DType::i64 ? targets : targets.to(DType::i64), 1));
 }
 
 int64_t GPT::batch_padding(int64_t b) const {
@@ -182,12 +187,18 @@ Tensor GPT::sequence_forward(const Tensor& ids) {
   const Tensor padded =
       pad == 0 ? ids : cat({ids, zeros({ids.size(0), pad}, {.dtype = ids.dtype(), .device = ids.device()})}, 1);
   autograd::NoGradGuard no_grad;
-  const Tensor local = lm_head_->forward(hidden(padded)).contiguous();  // (B, T'/S, V)
+  return narrow(gather_positions(lm_head_->forward(hidden(padded))), 1, 0, t);  // (B, T, V)
+}
+
+Tensor GPT::gather_positions(const Tensor& logits) {
+  TS_CHECK(!autograd::is_grad_enabled() || !logits.requires_grad(), "GPT",
+           "expected no gradients through the gathered logits (evaluation and generation)");
+  const Tensor local = logits.contiguous();  // (B, T/S, V)
+  const int64_t s = sp_.size();
   Tensor all = empty({s * local.numel()}, {.dtype = local.dtype(), .device = local.device()});
   sp_.group()->all_gather(local, all)->wait();
   const int64_t b = local.size(0), n = local.size(1), v = local.size(2);
-  Tensor full = reshape(permute(reshape(all, {s, b, n, v}), {1, 0, 2, 3}), {b, s * n, v});
-  return narrow(full, 1, 0, t);  // (B, T, V)
+  return reshape(permute(reshape(all, {s, b, n, v}), {1, 0, 2, 3}), {b, s * n, v});
 }
 
 }  // namespace tessera::gpt

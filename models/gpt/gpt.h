@@ -82,6 +82,9 @@ class GPT : public nn::Module {
 
   Tensor embed(const Tensor& ids);
   Tensor sequence_forward(const Tensor& ids);
+  // Sequence parallel, outside training: every rank's positions' logits (B, T/S, V) gathered in
+  // order into (B, T, V) on every rank.
+  Tensor gather_positions(const Tensor& logits);
   Tensor run_blocks(Tensor x, int64_t begin, int64_t end);
 };
 

@@ -18,6 +18,36 @@ Generator batch_chunk_generator(uint64_t run, int parts, int index) {
   return at;
 }
 
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// The key of the micro-batch whose forward runs on this thread, when a scope set one.
+thread_local bool micro_batch_keyed = false;
+thread_local uint64_t micro_batch_key = 0;
+
+}  // namespace
+
+MicroBatchDropout::MicroBatchDropout(uint64_t key, uint64_t micro_batch)
+    : had_previous_(micro_batch_keyed), previous_(micro_batch_key) {
+  micro_batch_keyed = true;
+  micro_batch_key = splitmix64(splitmix64(key) ^ micro_batch);
+}
+
+MicroBatchDropout::~MicroBatchDropout() {
+  micro_batch_keyed = had_previous_;
+  micro_batch_key = previous_;
+}
+
+void enter_dropout_unit(int64_t unit) {
+  if (micro_batch_keyed) default_generator().set_state(splitmix64(micro_batch_key ^ uint64_t(unit)), 0);
+}
+
 void set_dropout_chunks(Module& m, const DropoutChunk& chunk) {
   for (const auto& child : m.children()) {
     if (auto* d = dynamic_cast<Dropout*>(child.get())) d->set_chunk(chunk);

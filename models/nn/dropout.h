@@ -29,6 +29,27 @@ struct DropoutChunk {
 // counters are one such run. parts 1: the default generator's next `run` counters.
 Generator batch_chunk_generator(uint64_t run, int parts, int index);
 
+// Dropout masks by place in the model, not by call order. The default generator is one stream, so
+// a layer's masks depend on every draw before it: a pipeline stage, which runs only its own layers
+// and interleaves micro-batches, would draw other masks than the serial model. While a
+// MicroBatchDropout is alive, enter_dropout_unit(u) restarts the default generator at a seed keyed
+// by (the scope's key, its micro-batch, u); the models call it at each pipeline unit (0: the
+// embeddings, i + 1: block i), so every layout, pipelined or not, draws the same masks. Outside a
+// scope enter_dropout_unit does nothing (the stream as drawn). Activation checkpointing still
+// replays a block's masks: it rewinds to the state the block started from.
+class MicroBatchDropout {
+ public:
+  MicroBatchDropout(uint64_t key, uint64_t micro_batch);
+  ~MicroBatchDropout();
+  MicroBatchDropout(const MicroBatchDropout&) = delete;
+  MicroBatchDropout& operator=(const MicroBatchDropout&) = delete;
+
+ private:
+  bool had_previous_ = false;
+  uint64_t previous_ = 0;
+};
+void enter_dropout_unit(int64_t unit);
+
 // Sets `chunk` on every Dropout below `m` (its children, recursively).
 void set_dropout_chunks(Module& m, const DropoutChunk& chunk);
 

@@ -162,10 +162,12 @@ class GptTask : public Task {
   // at the last position (B, V) f32 are broadcast over the pipeline group, so every stage samples
   // the same token.
   Tensor pipelined_logits(const Tensor& window) {
-    // Sequence parallelism splits T over the tensor group: pad on the right to a multiple of it
-    // (the model is causal, so the last real position never sees the padding), as GPT::forward;
-    // 2D and 3D split the batch: pad rows of id 0, whose logits are dropped.
-    const int64_t parts = config_.parallel.tensor.sequence_parallel ? config_.parallel.tensor.size : 1;
+    // Sequence parallelism (Megatron's over the tensor group, or the paper's over the sequence
+    // group) splits T: pad on the right to a multiple of it (the model is causal, so the last real
+    // position never sees the padding), as GPT::forward; 2D and 3D split the batch: pad rows of
+    // id 0, whose logits are dropped.
+    const int64_t parts = (config_.parallel.tensor.sequence_parallel ? config_.parallel.tensor.size : 1) *
+                          config_.parallel.sequence;
     const int64_t b = window.size(0), t = window.size(1), pad = (parts - t % parts) % parts;
     const int64_t rows = model_->batch_padding(b);
     const TensorOptions like{.dtype = window.dtype(), .device = window.device()};

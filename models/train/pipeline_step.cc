@@ -8,6 +8,7 @@
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "core/factory.h"
+#include "models/nn/dropout.h"
 
 namespace tessera::train {
 
@@ -25,13 +26,18 @@ PipelineStep::PipelineStep(Task& task, const parallel::ParallelContext& context,
   task_.set_pipeline(executor_.get());
 }
 
-double PipelineStep::run(int64_t micro_batch, const std::function<Tensor(const Tensor&)>& to_backward,
+double PipelineStep::run(int64_t micro_batch, uint64_t dropout_key,
+                         const std::function<Tensor(const Tensor&)>& to_backward,
                          const std::function<void(int chunk)>& before_chunk_final_backward) {
   const nn::PipelineStage& stage = *task_.pipeline_stage();
   task_.draw_micro_batches(executor_->spec().micro_batches, micro_batch);
   double loss_sum = 0;
   parallel::pipeline::StageCallbacks callbacks{.forward = [&](int chunk, int m, const Tensor& input) {
-    Tensor out = task_.stage_forward(chunk, m, input);
+    Tensor out;
+    {
+      nn::MicroBatchDropout keyed(dropout_key, uint64_t(m));
+      out = task_.stage_forward(chunk, m, input);
+    }
     if (!stage.last_chunk(chunk)) return out;
     loss_sum += out.item();
     return to_backward(out);

@@ -27,7 +27,9 @@ class PipelineStep {
   // chunk's data-parallel reduction there (chunk_parameters() are its sync groups), so it overlaps
   // with the backward still to come, as Megatron's does, chunk by chunk under interleaving.
   // Returns the sum of the micro-batches' mean losses on the last stage, 0 elsewhere.
-  double run(int64_t micro_batch, const std::function<Tensor(const Tensor&)>& to_backward,
+  // dropout_key: micro-batch m's forwards draw their masks under nn::MicroBatchDropout(key, m).
+  double run(int64_t micro_batch, uint64_t dropout_key,
+             const std::function<Tensor(const Tensor&)>& to_backward,
              const std::function<void(int chunk)>& before_chunk_final_backward = {});
   // The model's parameters by local chunk (nn::PipelineStage::chunk_parameters), without the tied
   // ones (see tied_parameters_held): DataParallelOptions::sync_groups.

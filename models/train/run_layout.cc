@@ -141,10 +141,9 @@ void check_2d_batch(const TrainConfig& c) {
 void check_sequence(const TrainConfig& c) {
   const parallel::ParallelConfig& p = c.parallel;
   const std::string what = "parallel.sequence " + std::to_string(p.sequence);
-  TS_CHECK(p.pipeline == 1 && p.tensor.size == 1, "config", what, " with parallel.pipeline ",
-           p.pipeline, " and parallel.tensor.size ", p.tensor.size,
-           ": sequence parallelism combines with data parallelism and ZeRO in this version of "
-           "Tessera; set the pipeline and tensor sizes to 1");
+  TS_CHECK(p.tensor.size == 1, "config", what, " with parallel.tensor.size ", p.tensor.size,
+           ": sequence parallelism combines with data and pipeline parallelism and ZeRO in this "
+           "version of Tessera; set the tensor size to 1");
   TS_CHECK(c.train.device == "cpu", "config", what, " with train.device ", c.train.device,
            ": sequence parallelism runs on the CPU in this version of Tessera");
   if (c.kind == ModelKind::vit) {

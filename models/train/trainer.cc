@@ -25,6 +25,7 @@
 #include "core/factory.h"
 #include "core/parallel.h"
 #include "core/profiler.h"
+#include "models/nn/dropout.h"
 #include "models/train/checkpoint_root.h"
 #include "models/train/interrupt.h"
 #include "models/train/pipeline_state.h"
@@ -371,6 +372,9 @@ double Trainer::train_step(int64_t step, StepStats& stats) {
     if (accum_ > 1) loss = mul(loss, 1.0 / double(accum_));
     return scaler_ ? scaler_->scale_loss(loss) : loss;
   };
+  // Dropout masks keyed by (this step, micro-batch, pipeline unit), so a stage that runs some of
+  // the layers in the schedule's order draws the serial run's masks (nn::MicroBatchDropout).
+  const uint64_t dropout_key = rng_seed(config_, data_rank_) ^ (0xD1B54A32D192ED03ull * uint64_t(step + 1));
   if (pipeline_) {
     // Gradients accumulate over the schedule and are reduced once. On the plain path each model
     // chunk's reduction starts within its final backward, the tied embedding's bucket last (it is
@@ -379,7 +383,7 @@ double Trainer::train_step(int64_t step, StepStats& stats) {
     std::function<void(int)> sync_chunk;
     if (config_.zero.stage == 0) sync_chunk = [&](int chunk) { update_->sync_group(size_t(chunk)); };
     TS_PROFILE("pipeline_schedule", "step");
-    local_loss = pipeline_->run(micro, to_backward, sync_chunk);
+    local_loss = pipeline_->run(micro, dropout_key, to_backward, sync_chunk);
     pipeline_->reduce_tied_gradients();
     update_->set_grad_sync(true);
   } else {
@@ -388,6 +392,7 @@ double Trainer::train_step(int64_t step, StepStats& stats) {
       Tensor loss;
       {
         TS_PROFILE("forward", "step");
+        nn::MicroBatchDropout keyed(dropout_key, uint64_t(m));
         loss = task_->micro_loss(micro);
         local_loss += loss.item();
       }

@@ -100,6 +100,7 @@ ViT::ViT(const ViTConfig& config, const nn::BuildContext& ctx)
 }
 
 Tensor ViT::embed(const Tensor& images) {
+  nn::enter_dropout_unit(0);
   Tensor patches = patch_embed_->forward(images);  // (B, N, D); 2D: this rank's block
   const int64_t b = patches.size(0), d = patches.size(2);
   // 2D: the class token and positions (held whole) are cut to this rank's features D / q.
@@ -131,8 +132,10 @@ Tensor ViT::run_blocks(Tensor x, int64_t begin, int64_t end) {
     keep.narrow(1, tokens, sequence_padding_).zero_();
     mask = ne(keep, zeros_like(keep));  // (B, T') bool
   }
-  for (int64_t i = begin; i < end; ++i)
+  for (int64_t i = begin; i < end; ++i) {
+    nn::enter_dropout_unit(i + 1);
     x = h_->at<nn::Block>(size_t(block_slot_[i]))->forward(x, mask);
+  }
   return x;
 }
 

@@ -2,8 +2,8 @@
 # Pipeline parallelism through `mpirun -np N tessera train --set parallel.pipeline.size=P`: a
 # 4-block tiny GPT under every schedule (gpipe, 1f1b, interleaved with 2 virtual stages,
 # zero_bubble) on 2 and 4 stages, and pp 2 x dp 2 (interleaved), pp 2 x tp 2 (1d), pp 2 x tp 4
-# (2d), pp 2 x tp 8 (3d), pp 2 x dp 2 x ZeRO 1, gives the serial run's losses (1e-5 relative, from
-# the metrics files), its validation loss and its generated sample; pp 2 and pp 2 x tp 2d
+# (2d), pp 2 x tp 8 (3d), pp 2 x dp 2 x ZeRO 1, with dropout on, gives the serial (with dp 2: the
+# dp 2) run's losses (1e-5 relative, from the metrics files), its validation loss and its generated sample; pp 2 and pp 2 x tp 2d
 # checkpoints resume serially (pp 2 also under pp 4), a serial one under pp 2 and pp 2 x tp 2d,
 # with the uninterrupted run's next losses; impossible layouts are refused naming the numbers.
 # Usage: pipeline_test.sh TESSERA
@@ -15,8 +15,10 @@ cfg=$here/tiny_gpt.json
 work=$TMPDIR/work
 mkdir -p "$work"
 # 4 blocks; 4 micro-batches of 2 per step on one data rank.
+# Dropout on: every layout draws the serial run's masks (nn::MicroBatchDropout).
 common=(--config "$cfg" --set model.n_layers=4 --set train.steps=20 --set logging.log_every=1
-        --set train.micro_batch_size=2 --set train.eval_every=5 --set train.sample_tokens=8)
+        --set train.micro_batch_size=2 --set train.eval_every=5 --set train.sample_tokens=8
+        --set model.dropout=0.1 --set model.attn_dropout=0.1)
 
 # train NAME N PATTERN ARGS...: metrics in $work/NAME.jsonl, output kept in $work/NAME.log.
 train() {
@@ -109,13 +111,15 @@ compare "pp 2 partition [1, 3] vs serial" "$work/serial.jsonl" "$work/pp2-explic
 
 # With the other strategies.
 # The data-parallel reduction of each model chunk starts within that chunk's final backward
-# (interleaved: chunk by chunk; zero bubble: within the last W).
+# (interleaved: chunk by chunk; zero bubble: within the last W). Data-parallel ranks draw their own
+# dropout masks, so these are compared with dp 2.
+train dp2 2 "ranks: 2 (data parallel 2)" --set parallel.data=2
 train pp2dp2 4 "ranks: 4 (data parallel 2)" "${pp[@]}" --set parallel.pipeline.schedule=interleaved \
   --set parallel.pipeline.virtual_stages=2
-compare "pp 2 interleaved (2 virtual stages) x dp 2 vs serial" "$work/serial.jsonl" \
+compare "pp 2 interleaved (2 virtual stages) x dp 2 vs dp 2" "$work/dp2.jsonl" \
   "$work/pp2dp2.jsonl" 1e-5
 train pp2dp2-zb 4 "ranks: 4 (data parallel 2)" "${pp[@]}" --set parallel.pipeline.schedule=zero_bubble
-compare "pp 2 zero_bubble x dp 2 vs serial" "$work/serial.jsonl" "$work/pp2dp2-zb.jsonl" 1e-5
+compare "pp 2 zero_bubble x dp 2 vs dp 2" "$work/dp2.jsonl" "$work/pp2dp2-zb.jsonl" 1e-5
 train pp2tp2 4 "tensor parallel: 1d over 2 ranks" "${pp[@]}" --set parallel.tensor.size=2
 compare "pp 2 x tp 2 vs serial" "$work/serial.jsonl" "$work/pp2tp2.jsonl" 1e-5
 same_eval_and_sample pp2tp2
@@ -143,7 +147,7 @@ train pp2tp3d 16 "tensor parallel: 3d over 8 ranks" "${pp[@]}" --set parallel.te
 compare "pp 2 x tp 3d vs serial" "$work/serial-h4.jsonl" "$work/pp2tp3d.jsonl" 1e-5
 train pp2dp2z1 4 "zero: stage 1 over 2 data ranks" "${pp[@]}" --set zero.stage=1 \
   --set parallel.pipeline.schedule=zero_bubble
-compare "pp 2 zero_bubble x dp 2 x ZeRO 1 vs serial" "$work/serial.jsonl" "$work/pp2dp2z1.jsonl" 1e-5
+compare "pp 2 zero_bubble x dp 2 x ZeRO 1 vs dp 2" "$work/dp2.jsonl" "$work/pp2dp2z1.jsonl" 1e-5
 
 # Impossible layouts.
 mpi 2 60 "$tessera" train "${common[@]}" --set model.n_layers=1 "${pp[@]}"

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The paper's sequence parallelism through `mpirun -np N tessera train --set
 # parallel.sequence.size=S`: the tiny GPT with dropout on, each attention mode (ring, all_to_all,
-# ring_flash) on 2 and 4 sequence ranks and sp 2 x ZeRO 2 give the serial run's
+# ring_flash) on 2 and 4 sequence ranks, sp 2 x ZeRO 2 and sp 2 x pp 2 give the serial run's
 # losses (1e-5 relative), validation loss and generated sample; a sequence-parallel checkpoint
 # resumes serially; layouts that cannot split are refused naming the numbers. Then BERT (masked LM:
 # the loss a mean over masked positions that fall unevenly on the shards) and ViT (the class token
-# on rank 0, 7 x 7 patches + 1 = 50 tokens) with dropout on, in each mode on 2 ranks, sp 2 x ZeRO 2
-# and sp 2 x dp 2, give the serial (dp 2) run's losses within 1e-4 relative and its validation line.
+# on rank 0, 7 x 7 patches + 1 = 50 tokens) with dropout on, in each mode on 2 ranks, sp 2 x ZeRO 2,
+# sp 2 x dp 2 and sp 2 x pp 2, give the serial (dp 2) run's losses within 1e-4 relative and its validation line.
 # Usage: sequence_test.sh TESSERA
 set -u
 here=$(dirname "$0")
@@ -27,15 +27,15 @@ train() {  # train NAME N PATTERN ARGS...
   expect_ok "$name" "$pattern"
 }
 
-same_eval_and_sample() {  # NAME against serial
-  local want got
-  want=$(grep -o "val loss [0-9.]*" "$work/serial.log")
+same_eval_and_sample() {  # NAME [REFERENCE=serial]
+  local ref=${2:-serial} want got
+  want=$(grep -o "val loss [0-9.]*" "$work/$ref.log")
   got=$(grep -o "val loss [0-9.]*" "$work/$1.log")
-  if [ -n "$want" ] && [ "$want" = "$got" ]; then echo "ok: $1: validation equals serial ($got)"
+  if [ -n "$want" ] && [ "$want" = "$got" ]; then echo "ok: $1: validation equals $ref ($got)"
   else fail "$1: validation '$got' vs '$want'"; fi
-  want=$(sed -n '/^sample/,$p' "$work/serial.log")
+  want=$(sed -n '/^sample/,$p' "$work/$ref.log")
   got=$(sed -n '/^sample/,$p' "$work/$1.log")
-  if [ -n "$want" ] && [ "$want" = "$got" ]; then echo "ok: $1: the sample equals serial"
+  if [ -n "$want" ] && [ "$want" = "$got" ]; then echo "ok: $1: the sample equals $ref"
   else fail "$1: sample differs: '$got' vs '$want'"; fi
 }
 
@@ -56,6 +56,16 @@ compare "sp 2 x dp 2 vs dp 2" "$work/dp2.jsonl" "$work/sp2dp2.jsonl" 1e-5
 train sp2z2 2 "zero: stage 2" --set parallel.sequence=2 --set zero.stage=2 \
   --set checkpoint.dir="$work/ck-sp2"
 compare "sp 2 x ZeRO 2 vs serial" "$work/serial.jsonl" "$work/sp2z2.jsonl" 1e-5
+
+# sp 2 x pp 2 (2 blocks, one per stage): every stage holds its T/S positions of each sequence;
+# the last stage gathers the positions' logits for evaluation and the sample.
+train serial-l2 1 "step 8/8" --set model.n_layers=2
+for mode in ring ring_flash; do
+  train "pp2sp2-$mode" 4 "pipeline: 1f1b over 2 stages" --set model.n_layers=2 \
+    --set parallel.pipeline=2 --set parallel.sequence.size=2 --set parallel.sequence.mode=$mode
+  compare "pp 2 x sp 2 $mode vs serial" "$work/serial-l2.jsonl" "$work/pp2sp2-$mode.jsonl" 1e-5
+done
+same_eval_and_sample pp2sp2-ring_flash serial-l2
 
 # The checkpoint holds the serial model: it resumes on one process with the serial run's next losses.
 for from in serial sp2; do
@@ -95,6 +105,10 @@ for model in bert vit; do
   train "$model-sp2dp2" 4 "data parallel 2" --set parallel.sequence=2
   compare "$model sp 2 x dp 2 vs dp 2" "$work/$model-dp2.jsonl" "$work/$model-sp2dp2.jsonl" 1e-4
   same_eval "$model-sp2dp2" "$model-dp2" "$val"
+  train "$model-pp2sp2" 4 "pipeline: 1f1b over 2 stages" --set parallel.pipeline=2 \
+    --set parallel.sequence=2
+  compare "$model pp 2 x sp 2 vs serial" "$work/$model-serial.jsonl" "$work/$model-pp2sp2.jsonl" 1e-4
+  same_eval "$model-pp2sp2" "$model-serial" "$val"
 done
 common=("${gpt_common[@]}")
 # ViT's 50 tokens do not split over 4 ranks: padded to 52 with masked keys, dropout off.
