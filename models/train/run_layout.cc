@@ -141,9 +141,11 @@ void check_2d_batch(const TrainConfig& c) {
 void check_sequence(const TrainConfig& c) {
   const parallel::ParallelConfig& p = c.parallel;
   const std::string what = "parallel.sequence " + std::to_string(p.sequence);
-  TS_CHECK(p.tensor.size == 1, "config", what, " with parallel.tensor.size ", p.tensor.size,
-           ": sequence parallelism combines with data and pipeline parallelism and ZeRO in this "
-           "version of Tessera; set the tensor size to 1");
+  TS_CHECK(p.tensor.size == 1 || (p.tensor.mode == "1d" && !p.tensor.sequence_parallel), "config",
+           what, " with parallel.tensor.size ", p.tensor.size, " (mode ", p.tensor.mode,
+           p.tensor.sequence_parallel ? ", sequence_parallel" : "",
+           "): sequence parallelism combines with 1D tensor parallelism without its own "
+           "sequence_parallel (both would split the positions) in this version of Tessera");
   TS_CHECK(c.train.device == "cpu", "config", what, " with train.device ", c.train.device,
            ": sequence parallelism runs on the CPU in this version of Tessera");
   if (c.kind == ModelKind::vit) {
@@ -174,9 +176,14 @@ void check_sequence(const TrainConfig& c) {
   const int64_t heads = c.kind == ModelKind::gpt    ? c.gpt.n_heads
                         : c.kind == ModelKind::bert ? c.bert.n_heads
                                                     : c.vit.n_heads;
-  TS_CHECK(p.sequence_mode != "all_to_all" || heads % p.sequence == 0, "config", what,
+  // Under 1D tensor parallelism each rank holds heads / tensor.size of them, which all_to_all
+  // deals out over the sequence ranks.
+  const int64_t tp = p.tensor.size;
+  TS_CHECK(p.sequence_mode != "all_to_all" || heads % (tp * p.sequence) == 0, "config", what,
            " in mode all_to_all moves heads between the ranks: expected model.n_heads ", heads,
-           " divisible by ", p.sequence);
+           tp > 1 ? str_cat(" divisible by parallel.tensor.size ", tp, " x ", p.sequence, " = ",
+                            tp * p.sequence)
+                  : str_cat(" divisible by ", p.sequence));
 }
 
 // Rejects what the config asks for but this build cannot do yet.

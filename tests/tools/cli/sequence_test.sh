@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The paper's sequence parallelism through `mpirun -np N tessera train --set
 # parallel.sequence.size=S`: the tiny GPT with dropout on, each attention mode (ring, all_to_all,
-# ring_flash) on 2 and 4 sequence ranks, sp 2 x ZeRO 2 and sp 2 x pp 2 give the serial run's
+# ring_flash) on 2 and 4 sequence ranks, sp 2 x ZeRO 2, sp 2 x pp 2, sp 2 x tp 2 in each mode and
+# pp 2 x sp 2 x tp 2 give the serial run's
 # losses (1e-5 relative), validation loss and generated sample; a sequence-parallel checkpoint
 # resumes serially; layouts that cannot split are refused naming the numbers. Then BERT (masked LM:
 # the loss a mean over masked positions that fall unevenly on the shards) and ViT (the class token
 # on rank 0, 7 x 7 patches + 1 = 50 tokens) with dropout on, in each mode on 2 ranks, sp 2 x ZeRO 2,
-# sp 2 x dp 2 and sp 2 x pp 2, give the serial (dp 2) run's losses within 1e-4 relative and its validation line.
+# sp 2 x dp 2, sp 2 x pp 2 and sp 2 x tp 2, give the serial (dp 2) run's losses within 1e-4 relative and its validation line.
 # Usage: sequence_test.sh TESSERA
 set -u
 here=$(dirname "$0")
@@ -66,6 +67,17 @@ for mode in ring ring_flash; do
   compare "pp 2 x sp 2 $mode vs serial" "$work/serial-l2.jsonl" "$work/pp2sp2-$mode.jsonl" 1e-5
 done
 same_eval_and_sample pp2sp2-ring_flash serial-l2
+# sp 2 x tp 2 (1d: each tensor rank's heads cross the sequence ranks), and all three with pp 2.
+for mode in ring all_to_all ring_flash; do
+  train "sp2tp2-$mode" 4 "tensor parallel: 1d over 2 ranks" --set model.n_layers=2 \
+    --set parallel.tensor.size=2 --set parallel.sequence.size=2 --set parallel.sequence.mode=$mode
+  compare "sp 2 x tp 2 $mode vs serial" "$work/serial-l2.jsonl" "$work/sp2tp2-$mode.jsonl" 1e-5
+done
+same_eval_and_sample sp2tp2-ring serial-l2
+train pp2sp2tp2 8 "pipeline: 1f1b over 2 stages" --set model.n_layers=2 --set parallel.pipeline=2 \
+  --set parallel.tensor.size=2 --set parallel.sequence.size=2
+compare "pp 2 x sp 2 x tp 2 vs serial" "$work/serial-l2.jsonl" "$work/pp2sp2tp2.jsonl" 1e-5
+same_eval_and_sample pp2sp2tp2 serial-l2
 
 # The checkpoint holds the serial model: it resumes on one process with the serial run's next losses.
 for from in serial sp2; do
@@ -109,6 +121,10 @@ for model in bert vit; do
     --set parallel.sequence=2
   compare "$model pp 2 x sp 2 vs serial" "$work/$model-serial.jsonl" "$work/$model-pp2sp2.jsonl" 1e-4
   same_eval "$model-pp2sp2" "$model-serial" "$val"
+  train "$model-sp2tp2" 4 "tensor parallel: 1d over 2 ranks" --set parallel.sequence=2 \
+    --set parallel.tensor.size=2
+  compare "$model sp 2 x tp 2 vs serial" "$work/$model-serial.jsonl" "$work/$model-sp2tp2.jsonl" 1e-4
+  same_eval "$model-sp2tp2" "$model-serial" "$val"
 done
 common=("${gpt_common[@]}")
 # ViT's 50 tokens do not split over 4 ranks: padded to 52 with masked keys, dropout off.
@@ -139,4 +155,11 @@ expect_error "odd sequence length" "sequence length (train.seq_len or model.cont
 mpi 2 60 "$tessera" train "${common[@]}" --set parallel.sequence.size=2 \
   --set parallel.sequence.mode=all_to_all --set model.n_heads=1 --set model.d_model=32
 expect_error "heads for all_to_all" "model.n_heads 1 divisible by 2" 30
+mpi 4 60 "$tessera" train "${common[@]}" --set parallel.sequence.size=2 --set parallel.tensor.size=2 \
+  --set parallel.sequence.mode=all_to_all --set model.n_heads=2
+expect_error "heads for all_to_all under tp 2" \
+  "model.n_heads 2 divisible by parallel.tensor.size 2 x 2 = 4" 30
+mpi 4 60 "$tessera" train "${common[@]}" --set parallel.sequence.size=2 --set parallel.tensor.size=2 \
+  --set parallel.tensor.sequence_parallel=true
+expect_error "two sequence splits" "both would split the positions" 30
 finish
