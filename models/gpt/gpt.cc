@@ -135,6 +135,8 @@ Tensor GPT::stage_forward(int chunk, const Tensor& input, const Tensor& targets)
   return lm_head_->loss(x, sp_.take(targets.dtype() == DType::i64 ? targets : targets.to(DType::i64), 1));
 }
 
+int64_t GPT::window_multiple() const { return seq_.parts() * sp_.multiple(); }
+
 int64_t GPT::batch_padding(int64_t b) const {
   return split2d_.batch_padding(b) + (cube_side_ - b % cube_side_) % cube_side_;
 }
@@ -179,11 +181,12 @@ Tensor GPT::loss(const Tensor& ids, const Tensor& targets) {
 // padded on the right to a multiple of S (the model is causal, so the real positions never see
 // the padding), each rank computes its positions' logits, and the ranks' logits are gathered.
 Tensor GPT::sequence_forward(const Tensor& ids) {
-  const int64_t t = ids.size(1), s = sp_.size(), pad = (s - t % s) % s;
+  const int64_t t = ids.size(1), s = sp_.multiple(), pad = (s - t % s) % s;
   TS_CHECK(pad == 0 || !is_training(), "GPT", "expected the sequence length T ", t,
-           " divisible by parallel.sequence ", s, " in training mode");
+           " divisible by ", s, " (parallel.sequence ", sp_.size(), " in the ",
+           parallel::sequence::layout_name(sp_.layout()), " layout) in training mode");
   TS_CHECK(t + pad <= config_.context_length, "GPT", "expected a window of at most ",
-           config_.context_length - pad, " tokens under parallel.sequence ", s, ", got ", t);
+           config_.context_length - pad, " tokens under parallel.sequence ", sp_.size(), ", got ", t);
   const Tensor padded =
       pad == 0 ? ids : cat({ids, zeros({ids.size(0), pad}, {.dtype = ids.dtype(), .device = ids.device()})}, 1);
   autograd::NoGradGuard no_grad;
@@ -193,12 +196,7 @@ Tensor GPT::sequence_forward(const Tensor& ids) {
 Tensor GPT::gather_positions(const Tensor& logits) {
   TS_CHECK(!autograd::is_grad_enabled() || !logits.requires_grad(), "GPT",
            "expected no gradients through the gathered logits (evaluation and generation)");
-  const Tensor local = logits.contiguous();  // (B, T/S, V)
-  const int64_t s = sp_.size();
-  Tensor all = empty({s * local.numel()}, {.dtype = local.dtype(), .device = local.device()});
-  sp_.group()->all_gather(local, all)->wait();
-  const int64_t b = local.size(0), n = local.size(1), v = local.size(2);
-  return reshape(permute(reshape(all, {s, b, n, v}), {1, 0, 2, 3}), {b, s * n, v});
+  return sp_.gather(logits, 1);  // (B, T, V) in serial order
 }
 
 }  // namespace tessera::gpt

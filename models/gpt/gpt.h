@@ -48,6 +48,10 @@ class GPT : public nn::Module {
   // the batch (2D / 2.5D over the grid rows, 3D over the cube side); 0 otherwise. forward() adds
   // them itself; a pipelined caller of stage_forward adds them and drops their outputs.
   int64_t batch_padding(int64_t b) const;
+  // What a window's length must be a multiple of where the layout splits the positions (Megatron's
+  // sequence parallelism, the paper's: 2S in the zigzag layout); 1 otherwise. forward() pads to
+  // it outside training; a pipelined caller of stage_forward pads itself.
+  int64_t window_multiple() const;
   // Appends max_new_tokens tokens to ids (B, T0) and returns them all (B, T0 + max_new_tokens) i64.
   // Each step looks at the last context_length tokens. temperature 0 picks the most likely token
   // (greedy, the first of ties); otherwise a token is drawn from softmax(logits / temperature)

@@ -65,6 +65,9 @@ void Dropout::set_chunk(const DropoutChunk& chunk) {
            "expected batch chunk index in [0, batch_parts) with batch_parts >= 1 (and a chunked "
            "dim other than 0), got index ",
            chunk.batch_index, " of ", chunk.batch_parts, " with dim ", chunk.dim);
+  TS_CHECK(chunk.second_index < 0 || (chunk.second_index < chunk.parts && chunk.second_index != chunk.index),
+           "Dropout", "expected a second chunk index in [0, parts) other than the first, got ",
+           chunk.second_index, " of ", chunk.parts, " (first ", chunk.index, ")");
   chunk_ = chunk;
 }
 
@@ -76,14 +79,23 @@ Tensor Dropout::forward(const Tensor& x) {
            "Dropout", "expected an input with a dim ", chunk_.dim, " (the chunked one)",
            chunk_.batch_parts > 1 ? " and a batch dim 0" : "", ", got ",
            x.defined() ? x.describe() : "undefined");
+  const int held = chunk_.second_index >= 0 ? 2 : 1;  // chunks of `parts` in x
+  const int64_t n = x.size(chunk_.dim) / held;       // one chunk's length; the whole's n * parts
+  TS_CHECK(n * held == x.size(chunk_.dim), "Dropout", "expected an even length along dim ",
+           chunk_.dim, " for two chunks, got ", x.describe());
   // This batch chunk's run of the whole tensor's counters (all of it when the batch is whole).
-  Generator at = batch_chunk_generator(uint64_t(x.numel()) * uint64_t(chunk_.parts),
+  Generator at = batch_chunk_generator(uint64_t(x.numel() / held) * uint64_t(chunk_.parts),
                                        chunk_.batch_parts, chunk_.batch_index);
   if (chunk_.parts == 1) return dropout(x, p_, /*training=*/true, &at);
-  const int64_t n = x.size(chunk_.dim);  // this chunk's length; the whole's is n * parts
-  return dropout_slice(x, p_,
-                       {.dim = chunk_.dim, .size = n * chunk_.parts, .start = n * chunk_.index},
-                       /*training=*/true, &at);
+  auto drop_chunk = [&](const Tensor& piece, int index) {
+    Generator from = at;  // every chunk reads the same run of counters
+    return dropout_slice(piece, p_, {.dim = chunk_.dim, .size = n * chunk_.parts, .start = n * index},
+                         /*training=*/true, &from);
+  };
+  if (held == 1) return drop_chunk(x, chunk_.index);
+  return cat({drop_chunk(narrow(x, chunk_.dim, 0, n), chunk_.index),
+              drop_chunk(narrow(x, chunk_.dim, n, n), chunk_.second_index)},
+             chunk_.dim);
 }
 
 }  // namespace tessera::nn

@@ -14,13 +14,16 @@ namespace tessera::nn {
 // Where a Dropout's input lies in the tensor the serial layer drops: chunk `index` of `parts`
 // equal chunks along `dim` (sequence parallelism: dim 1 of (B, T, C), one chunk per rank of the
 // tensor group; 2D tensor parallelism: the last dim, by grid column), and within that, batch chunk
-// `batch_index` of `batch_parts` along dim 0 (2D: by grid row). parts 1: the whole tensor.
+// `batch_index` of `batch_parts` along dim 0 (2D: by grid row). parts 1: the whole tensor. With a
+// second_index the input is two chunks along `dim`, index then second_index, each half of it (the
+// zigzag layout of sequence parallelism).
 struct DropoutChunk {
   int64_t dim = 0;
   int parts = 1;
   int index = 0;
   int batch_parts = 1;  // > 1 needs dim != 0
   int batch_index = 0;
+  int second_index = -1;  // >= 0: a second chunk, after the first
 };
 
 // A generator at the first counter of run `index` of `parts` equal runs of `run` counters, all of

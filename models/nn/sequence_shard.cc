@@ -1,6 +1,8 @@
 // The models' side of sequence parallelism (see sequence_shard.h).
 #include "models/nn/sequence_shard.h"
 
+#include <vector>
+
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "core/factory.h"
@@ -17,31 +19,68 @@ SequenceShard::SequenceShard(const BuildContext& ctx) {
   rank_ = p->sequence_group()->rank();
   group_ = p->sequence_group();
   mode_ = seq::parse_mode(p->config().sequence_mode);
+  if (p->config().sequence_layout == "zigzag") layout_ = seq::SequenceLayout::zigzag;
+}
+
+int64_t SequenceShard::multiple() const {
+  if (!on()) return 1;
+  return layout_ == seq::SequenceLayout::zigzag ? 2 * int64_t(size_) : size_;
 }
 
 void SequenceShard::check_length(const char* who, int64_t t) const {
   if (!on()) return;
-  TS_CHECK(t % size_ == 0, who, "expected the sequence length ", t,
-           " divisible by parallel.sequence ", size_, " (each rank holds T / ", size_,
-           " positions)");
+  TS_CHECK(t % multiple() == 0, who, "expected the sequence length ", t, " divisible by ",
+           layout_ == seq::SequenceLayout::zigzag ? "2 x " : "", "parallel.sequence ", size_,
+           " (each rank holds T / ", size_, " positions",
+           layout_ == seq::SequenceLayout::zigzag ? ", in two chunks of the zigzag layout" : "", ")");
 }
 
 Tensor SequenceShard::take(const Tensor& full, int64_t dim) const {
   if (!on()) return full;
   check_length("sequence parallel", full.size(dim));
-  return seq::shard_sequence(full, dim, seq::SequenceLayout::contiguous, size_, rank_);
+  return seq::shard_sequence(full, dim, layout_, size_, rank_);
 }
 
 Tensor SequenceShard::positions(int64_t t, Device device) const {
-  const int64_t n = on() ? t / size_ : t, first = on() ? rank_ * n : 0;
-  return arange(double(first), double(first + n), 1.0, {.dtype = DType::i64, .device = device});
+  if (!on()) return arange(0.0, double(t), 1.0, {.dtype = DType::i64, .device = device});
+  std::vector<Tensor> parts;
+  for (const seq::Segment& s : seq::rank_segments(layout_, t, size_, rank_))
+    parts.push_back(arange(double(s.global), double(s.global_end()), 1.0,
+                           {.dtype = DType::i64, .device = device}));
+  return parts.size() == 1 ? parts[0] : cat(parts, 0);
+}
+
+Tensor SequenceShard::gather(const Tensor& local, int64_t dim) const {
+  if (!on()) return local;
+  TS_CHECK(dim >= 0 && dim < local.dim(), "SequenceShard.gather", "expected a dim in [0, ",
+           local.dim(), "), got ", dim);
+  const Tensor mine = local.contiguous();
+  Tensor all = empty({size_ * mine.numel()}, {.dtype = mine.dtype(), .device = mine.device()});
+  group_->all_gather(mine, all)->wait();
+  // (S, ...) in rank order: move the rank axis next to dim, merge, then back to serial order.
+  Shape stacked{size_};
+  for (int64_t d : mine.shape()) stacked.push_back(d);
+  Tensor ranks = reshape(all, stacked);  // (S, d0, .., d_dim, ..)
+  std::vector<int64_t> order;
+  for (int64_t d = 1; d <= dim; ++d) order.push_back(d);
+  order.push_back(0);
+  for (int64_t d = dim + 1; d <= mine.dim(); ++d) order.push_back(d);
+  Shape merged = mine.shape();
+  merged[size_t(dim)] *= size_;
+  return seq::from_layout(reshape(permute(ranks, order), merged), dim, layout_, size_);
+}
+
+DropoutChunk SequenceShard::dropout_chunk() const {
+  if (layout_ == seq::SequenceLayout::zigzag)
+    return {.dim = 1, .parts = 2 * size_, .index = rank_, .second_index = 2 * size_ - 1 - rank_};
+  return {.dim = 1, .parts = size_, .index = rank_};
 }
 
 seq::SequenceAttentionArgs SequenceShard::attention_args() const {
   seq::SequenceAttentionArgs args;
   args.mode = mode_;
   args.group = group_;
-  args.layout = seq::SequenceLayout::contiguous;
+  args.layout = layout_;
   return args;
 }
 

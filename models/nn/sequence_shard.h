@@ -1,7 +1,7 @@
 // The paper's sequence parallelism (parallel.sequence > 1), as the models see it: the S ranks of
-// the sequence group each hold one contiguous chunk of positions of the same sequences (rank r:
-// [r T/S, (r + 1) T/S); the attention ops also take the zigzag layout, which the models do not
-// use yet because Dropout draws one chunk). Token embeddings,
+// the sequence group each hold T/S positions of the same sequences, in parallel.sequence.layout:
+// contiguous (rank r: [r T/S, (r + 1) T/S)) or zigzag (rank r: chunks r and 2S - 1 - r of 2S,
+// in that order, which balances causal attention). Token embeddings,
 // LayerNorms, MLPs, dropout and the loss work on this rank's positions; attention crosses ranks
 // (parallel/sequence/attention.h) and positions are looked up by their global index. Every
 // parameter is replicated over the group: the trainer averages gradients over data x sequence.
@@ -14,6 +14,7 @@
 #include "models/nn/build_context.h"
 #include "models/nn/dropout.h"
 #include "parallel/sequence/attention.h"
+#include "parallel/sequence/layout.h"
 
 namespace tessera::nn {
 
@@ -28,6 +29,9 @@ class SequenceShard {
   int rank() const { return rank_; }
   const std::shared_ptr<parallel::Communicator>& group() const { return group_; }
 
+  parallel::sequence::SequenceLayout layout() const { return layout_; }
+  // What a sequence length must be a multiple of: S (contiguous), 2S (zigzag); 1 when off.
+  int64_t multiple() const;
   // Throws unless t positions split over the group in this layout, naming `who`.
   void check_length(const char* who, int64_t t) const;
   // This rank's positions of full (.., T, ..) along dim (ids, targets, masks: not differentiable
@@ -35,8 +39,11 @@ class SequenceShard {
   Tensor take(const Tensor& full, int64_t dim) const;
   // This rank's global positions (T/S) i64, in local order, on `device`.
   Tensor positions(int64_t t, Device device) const;
-  // Where this rank's positions lie for dropout: its chunk along dim 1.
-  DropoutChunk dropout_chunk() const { return {.dim = 1, .parts = size_, .index = rank_}; }
+  // Every rank's local (.., T/S, ..) along dim, gathered into the serial order (.., T, ..) on every
+  // rank. Not differentiable: evaluation and generation. The identity when off.
+  Tensor gather(const Tensor& local, int64_t dim) const;
+  // Where this rank's positions lie for dropout: its chunk along dim 1 (zigzag: two of 2S).
+  DropoutChunk dropout_chunk() const;
   // The attention arguments' sequence part (mode, group, layout); undefined group when off.
   parallel::sequence::SequenceAttentionArgs attention_args() const;
 
@@ -55,6 +62,7 @@ class SequenceShard {
   int size_ = 1, rank_ = 0;
   parallel::sequence::SequenceAttentionMode mode_ =
       parallel::sequence::SequenceAttentionMode::ring_flash;
+  parallel::sequence::SequenceLayout layout_ = parallel::sequence::SequenceLayout::contiguous;
   std::shared_ptr<parallel::Communicator> group_;
 };
 

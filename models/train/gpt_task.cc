@@ -166,8 +166,7 @@ class GptTask : public Task {
     // group) splits T: pad on the right to a multiple of it (the model is causal, so the last real
     // position never sees the padding), as GPT::forward; 2D and 3D split the batch: pad rows of
     // id 0, whose logits are dropped.
-    const int64_t parts = (config_.parallel.tensor.sequence_parallel ? config_.parallel.tensor.size : 1) *
-                          config_.parallel.sequence;
+    const int64_t parts = model_->window_multiple();
     const int64_t b = window.size(0), t = window.size(1), pad = (parts - t % parts) % parts;
     const int64_t rows = model_->batch_padding(b);
     const TensorOptions like{.dtype = window.dtype(), .device = window.device()};

@@ -148,6 +148,17 @@ void check_sequence(const TrainConfig& c) {
            "sequence_parallel (both would split the positions) in this version of Tessera");
   TS_CHECK(c.train.device == "cpu", "config", what, " with train.device ", c.train.device,
            ": sequence parallelism runs on the CPU in this version of Tessera");
+  const bool zigzag = p.sequence_layout == "zigzag";
+  TS_CHECK(!zigzag || c.kind == ModelKind::gpt, "config", what,
+           " with parallel.sequence.layout zigzag: zigzag balances causal attention, and ",
+           c.kind == ModelKind::bert ? "BERT" : "ViT",
+           " attends both ways (its padding and class token are laid out contiguously); set "
+           "parallel.sequence.layout to contiguous or auto");
+  // zigzag: 2S chunks, two per rank.
+  const int64_t multiple = int64_t(p.sequence) * (zigzag ? 2 : 1);
+  const std::string by =
+      zigzag ? str_cat("2 x ", p.sequence, " = ", multiple, " (the zigzag layout's chunks)")
+             : std::to_string(p.sequence);
   if (c.kind == ModelKind::vit) {
     // ViT pads a token sequence that does not split; the serial dropout masks do not fit it.
     const int64_t tokens = c.vit.num_patches() + 1;
@@ -162,16 +173,16 @@ void check_sequence(const TrainConfig& c) {
              c.vit.attn_dropout, "; or choose image_size / patch_size with (image_size / "
              "patch_size)^2 + 1 divisible by ", p.sequence);
   } else {
-    TS_CHECK(c.seq_len() % p.sequence == 0, "config", what,
+    TS_CHECK(c.seq_len() % multiple == 0, "config", what,
              " splits each sequence over its ranks: expected the sequence length (train.seq_len "
              "or ",
              c.kind == ModelKind::gpt ? "model.context_length" : "model.max_positions", ") ",
-             c.seq_len(), " divisible by ", p.sequence);
+             c.seq_len(), " divisible by ", by);
   }
   if (c.kind == ModelKind::gpt) {
-    TS_CHECK(c.gpt.context_length % p.sequence == 0, "config", what,
-             ": expected model.context_length ", c.gpt.context_length, " divisible by ",
-             p.sequence, " (generation pads its window to a multiple of it)");
+    TS_CHECK(c.gpt.context_length % multiple == 0, "config", what,
+             ": expected model.context_length ", c.gpt.context_length, " divisible by ", by,
+             " (generation pads its window to a multiple of it)");
   }
   const int64_t heads = c.kind == ModelKind::gpt    ? c.gpt.n_heads
                         : c.kind == ModelKind::bert ? c.bert.n_heads

@@ -58,6 +58,7 @@ void read_parallel(const json& j, TrainConfig& c) {
     SectionReader q(*sequence, "parallel.sequence");
     q.integer("size", 1, 1);
     q.string("mode", "ring_flash", {"ring", "all_to_all", "ring_flash"});
+    q.string("layout", "auto", {"auto", "contiguous", "zigzag"});
     q.done();
   }
   if (pipeline) {
@@ -78,6 +79,12 @@ void read_parallel(const json& j, TrainConfig& c) {
   }
   c.parallel = within_section("parallel", [&] { return parallel::ParallelConfig::from_json(j); });
   within_section("parallel", [&] { c.parallel.validate(); });
+  // GPT is causal: under ring_flash the zigzag layout gives every sequence rank the same work
+  // (blocks above the diagonal are skipped). Ring scores every pair and all_to_all gathers whole
+  // sequences per head, and BERT and ViT attend both ways: contiguous for them.
+  if (c.parallel.sequence_layout == "auto")
+    c.parallel.sequence_layout =
+        c.kind == ModelKind::gpt && c.parallel.sequence_mode == "ring_flash" ? "zigzag" : "contiguous";
 }
 
 void read_precision(const json& j, TrainConfig& c) {

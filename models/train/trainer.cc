@@ -578,7 +578,12 @@ void Trainer::header() {
     const int64_t s = c.parallel.sequence;
     const int64_t tokens = c.kind == ModelKind::vit ? (c.vit.num_patches() + s) / s * s : c.seq_len();
     *os << "  sequence parallel: " << c.parallel.sequence_mode << " attention over " << s
-        << " ranks, each holding " << tokens / s << " positions of every sequence\n";
+        << " ranks, each holding " << tokens / s << " positions of every sequence"
+        << (c.parallel.sequence_layout == "zigzag"
+                ? str_cat(" (zigzag layout: rank r holds chunks r and ", 2 * s - 1,
+                          " - r of ", 2 * s, ", so causal attention costs every rank the same)")
+                : std::string(", contiguous"))
+        << "\n";
   }
   if (const std::string zero = update_->describe(); !zero.empty()) *os << zero << "\n";
   if (!resumed_from_.empty())

@@ -48,6 +48,9 @@ void ParallelConfig::validate() const {
   TS_CHECK(sequence_mode == "ring" || sequence_mode == "all_to_all" || sequence_mode == "ring_flash",
            "config", "expected parallel.sequence.mode to be one of ring, all_to_all, ring_flash, got '",
            sequence_mode, "'");
+  TS_CHECK(sequence_layout == "auto" || sequence_layout == "contiguous" || sequence_layout == "zigzag",
+           "config", "expected parallel.sequence.layout to be one of auto, contiguous, zigzag, got '",
+           sequence_layout, "'");
   const PipelineOptions& pp = pipeline_options;
   TS_CHECK(pp.schedule == "gpipe" || pp.schedule == "1f1b" || pp.schedule == "interleaved" ||
                pp.schedule == "zero_bubble",
@@ -120,8 +123,13 @@ ParallelConfig ParallelConfig::from_json(const nlohmann::json& j) {
           TS_CHECK(svalue.is_string(), "config",
                    "expected parallel.sequence.mode to be a string, got ", svalue.dump());
           c.sequence_mode = svalue.get<std::string>();
+        } else if (skey == "layout") {
+          TS_CHECK(svalue.is_string(), "config",
+                   "expected parallel.sequence.layout to be a string, got ", svalue.dump());
+          c.sequence_layout = svalue.get<std::string>();
         } else {
-          TS_FAIL("config", "expected a key of parallel.sequence (size, mode), got unknown key '",
+          TS_FAIL("config",
+                  "expected a key of parallel.sequence (size, mode, layout), got unknown key '",
                   skey, "'");
         }
       }

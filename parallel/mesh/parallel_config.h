@@ -32,6 +32,11 @@ struct ParallelConfig {
   int sequence = 1;  // ranks the sequence itself is split over (parallel/sequence)
   // How attention runs over the split sequence: "ring", "all_to_all" or "ring_flash".
   std::string sequence_mode = "ring_flash";
+  // How positions lie on the sequence ranks: "contiguous" (rank r holds [r T/S, (r + 1) T/S)) or
+  // "zigzag" (2S chunks, rank r holds chunks r and 2S - 1 - r: under a causal mask every rank
+  // scores the same number of pairs). "auto": contiguous here; the trainer picks zigzag for a
+  // causal model under ring_flash.
+  std::string sequence_layout = "auto";
   TensorParallelConfig tensor;
 
   // pipeline * data * sequence * tensor.size: the world size this layout needs.

@@ -145,6 +145,54 @@ TEST_CASE("Dropout acts in training mode only", "[nn][dropout]") {
   CHECK_THROWS_WITH(Dropout(1.0), Catch::Contains("expected p in [0, 1)"));
 }
 
+TEST_CASE("A Dropout on chunks of the serial input draws the serial mask's chunks", "[nn][dropout]") {
+  // The serial (2, 8, 3) tensor's mask, then each of 4 chunks along dim 1 from the same seed, one
+  // chunk and the zigzag pairs (r, 3 - r) of two ranks: the same values, the generator advanced
+  // alike.
+  Tensor x = add(ones({2, 8, 3}), arange(0.0, 48.0, 1.0).reshape({2, 8, 3}));
+  manual_seed(11);
+  const Tensor serial = Dropout(0.5).forward(x);
+  const uint64_t after = default_generator().offset();
+  auto chunk = [&](int64_t start, int64_t len) { return narrow(serial, 1, start, len); };
+  for (int r = 0; r < 4; ++r) {
+    manual_seed(11);
+    const Tensor got = Dropout(0.5, {.dim = 1, .parts = 4, .index = r}).forward(narrow(x, 1, 2 * r, 2));
+    CHECK(to_doubles(got) == to_doubles(chunk(2 * r, 2)));
+    CHECK(default_generator().offset() == after);
+  }
+  for (int r = 0; r < 2; ++r) {
+    manual_seed(11);
+    const Tensor local = cat({narrow(x, 1, 2 * r, 2), narrow(x, 1, 2 * (3 - r), 2)}, 1);
+    const Tensor got =
+        Dropout(0.5, {.dim = 1, .parts = 4, .index = r, .second_index = 3 - r}).forward(local);
+    CHECK(to_doubles(got) == to_doubles(cat({chunk(2 * r, 2), chunk(2 * (3 - r), 2)}, 1)));
+    CHECK(default_generator().offset() == after);
+  }
+  CHECK_THROWS_WITH(Dropout(0.5, {.dim = 1, .parts = 4, .index = 1, .second_index = 1}),
+                    Catch::Contains("second chunk index"));
+}
+
+TEST_CASE("Dropout masks keyed by micro-batch and unit do not depend on what ran before",
+          "[nn][dropout]") {
+  Tensor x = ones({64});
+  auto unit_mask = [&](uint64_t micro, int64_t unit, int draws_before) {
+    MicroBatchDropout keyed(7, micro);
+    for (int i = 0; i < draws_before; ++i) Dropout(0.5).forward(x);  // another unit's draws
+    enter_dropout_unit(unit);
+    return to_doubles(Dropout(0.5).forward(x));
+  };
+  CHECK(unit_mask(0, 3, 0) == unit_mask(0, 3, 5));  // a stage that ran no earlier unit
+  CHECK(unit_mask(0, 3, 0) != unit_mask(0, 4, 0));  // another unit
+  CHECK(unit_mask(0, 3, 0) != unit_mask(1, 3, 0));  // another micro-batch
+  // Outside a scope the stream runs on as drawn: entering a unit leaves the generator alone.
+  manual_seed(5);
+  Dropout(0.5).forward(x);
+  const uint64_t seed = default_generator().seed(), offset = default_generator().offset();
+  enter_dropout_unit(3);
+  CHECK(default_generator().seed() == seed);
+  CHECK(default_generator().offset() == offset);
+}
+
 TEST_CASE("train / eval toggles attention and residual dropout in a block", "[nn][dropout]") {
   Generator gen(4);
   auto block = make_block(

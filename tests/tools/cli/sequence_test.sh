@@ -50,6 +50,18 @@ for mode in ring all_to_all ring_flash; do
 done
 same_eval_and_sample sp4-ring_flash
 same_eval_and_sample sp2-ring
+# GPT is causal: ring_flash lays its positions out zigzag by default (every rank the same work);
+# the contiguous layout, and zigzag under ring, give the same losses.
+if grep -qF "zigzag layout: rank r holds chunks r and 7 - r of 8" "$work/sp4-ring_flash.log"; then
+  echo "ok: GPT under ring_flash runs the zigzag layout"
+else fail "sp4-ring_flash: the header does not name the zigzag layout"; fi
+train sp2-ring_flash-contiguous 2 "positions of every sequence, contiguous" \
+  --set parallel.sequence.size=2 --set parallel.sequence.layout=contiguous
+compare "sp 2 ring_flash contiguous vs serial" "$work/serial.jsonl" \
+  "$work/sp2-ring_flash-contiguous.jsonl" 1e-5
+train sp2-ring-zigzag 2 "zigzag layout" --set parallel.sequence.size=2 \
+  --set parallel.sequence.mode=ring --set parallel.sequence.layout=zigzag
+compare "sp 2 ring zigzag vs serial" "$work/serial.jsonl" "$work/sp2-ring-zigzag.jsonl" 1e-5
 # Data-parallel ranks draw their own dropout masks, so sp 2 x dp 2 is compared with dp 2.
 train dp2 2 "data parallel 2" --set parallel.data=2
 train sp2dp2 4 "data parallel 2" --set parallel.sequence=2
@@ -142,7 +154,7 @@ mpi 2 60 "$tessera" train --config "$here/../../../tools/configs/vit-tiny.json" 
   --set model.dropout=0.1
 expect_error "ViT tokens not divisible, with dropout" \
   "num_patches + 1 = (model.image_size 32 / model.patch_size 4)^2 + 1 = 65 (the class token, held by rank 0, and the patches) is not divisible by 2, so it is padded to 66 tokens with masked keys: expected model.dropout and model.attn_dropout 0" 30
-mpi 2 60 "$tessera" train --config "$here/../../../tools/configs/bert-tiny.json" --set parallel.sequence=2 \
+mpi 2 60 "$tessera" train --config "$here/../../../tools/configs/bert-tiny.json" --set parallel.sequence.size=2 \
   --set train.seq_len=31
 expect_error "BERT odd sequence length" \
   "sequence length (train.seq_len or model.max_positions) 31 divisible by 2" 30
@@ -150,8 +162,14 @@ mpi 2 60 "$tessera" train --config "$here/../../../tools/configs/vit-tiny.json" 
   --set parallel.sequence.mode=all_to_all --set model.image_size=28 --set model.n_heads=3 --set model.d_model=96
 expect_error "ViT heads for all_to_all" "model.n_heads 3 divisible by 2" 30
 
-mpi 2 60 "$tessera" train "${common[@]}" --set parallel.sequence=2 --set train.seq_len=31
+mpi 2 60 "$tessera" train "${common[@]}" --set parallel.sequence.size=2 \
+  --set parallel.sequence.mode=ring --set train.seq_len=31
 expect_error "odd sequence length" "sequence length (train.seq_len or model.context_length) 31 divisible by 2" 30
+mpi 2 60 "$tessera" train "${common[@]}" --set parallel.sequence=2 --set train.seq_len=30
+expect_error "zigzag chunks" "sequence length (train.seq_len or model.context_length) 30 divisible by 2 x 2 = 4 (the zigzag layout's chunks)" 30
+mpi 2 60 "$tessera" train --config "$here/../../../tools/configs/bert-tiny.json" --set parallel.sequence.size=2 \
+  --set parallel.sequence.layout=zigzag
+expect_error "BERT zigzag" "zigzag balances causal attention, and BERT attends both ways" 30
 mpi 2 60 "$tessera" train "${common[@]}" --set parallel.sequence.size=2 \
   --set parallel.sequence.mode=all_to_all --set model.n_heads=1 --set model.d_model=32
 expect_error "heads for all_to_all" "model.n_heads 1 divisible by 2" 30
