@@ -92,20 +92,27 @@ void check_2d(const TrainConfig& c) {
   }
 }
 
-// Mode 3d (GPT only: BERT and ViT lack 3D heads) cuts the batch over the cube side q, the features
-// and heads in q^2 chunks, every vector parameter (biases, LayerNorm weights, positions' columns)
-// in q^3; the vocabulary is not padded (the token table is cut as a Linear3D weight).
+// Mode 3d cuts the batch over the cube side q, the features and heads in q^2 chunks, every vector
+// parameter (biases, LayerNorm weights, positions' columns, ViT's class token) in q^3; the
+// vocabulary is not padded (the token table is cut as a Linear3D weight, BERT's decoder bias as a
+// 3D vector); ViT's patches are cut in q^2 feature chunks; a classifier's columns in q^3.
 void check_3d(const TrainConfig& c) {
   const int64_t q = parallel::tensor_grid_dim(c.parallel.tensor), q2 = q * q, q3 = q2 * q;
   const std::string on_cube =
       str_cat("parallel.tensor.mode 3d on a ", q, " x ", q, " x ", q, " cube");
-  TS_CHECK(c.kind == ModelKind::gpt, "config", on_cube,
-           ": this version of Tessera has 3D layers for GPT only (",
-           c.kind == ModelKind::bert ? "BERT needs a Classifier3D for its heads"
-                                     : "ViT needs a PatchEmbedding3D and a Classifier3D",
-           "); set parallel.tensor.mode to 1d, 2d or 2.5d");
-  const int64_t d = c.gpt.d_model, heads = c.gpt.n_heads;
-  const int64_t hidden = c.gpt.mlp_hidden == 0 ? 4 * d : c.gpt.mlp_hidden;
+  int64_t d = 0, heads = 0, hidden = 0;
+  switch (c.kind) {
+    case ModelKind::gpt:
+      d = c.gpt.d_model, heads = c.gpt.n_heads, hidden = c.gpt.mlp_hidden;
+      break;
+    case ModelKind::bert:
+      d = c.bert.d_model, heads = c.bert.n_heads, hidden = c.bert.mlp_hidden;
+      break;
+    case ModelKind::vit:
+      d = c.vit.d_model, heads = c.vit.n_heads, hidden = c.vit.mlp_hidden;
+      break;
+  }
+  if (hidden == 0) hidden = 4 * d;
   TS_CHECK(d % q3 == 0, "config", on_cube, ": expected model.d_model ", d,
            " divisible by q^3 = ", q3,
            " (features in q^2 chunks, LayerNorm weights and biases over all ", q3, " ranks)");
@@ -114,9 +121,24 @@ void check_3d(const TrainConfig& c) {
   TS_CHECK(hidden % q3 == 0, "config", on_cube,
            ": expected the MLP's hidden size (model.mlp_hidden, or 4 x d_model) ", hidden,
            " divisible by q^3 = ", q3);
-  TS_CHECK(c.gpt.vocab_size % q2 == 0, "config", on_cube, ": expected model.vocab_size ",
-           c.gpt.vocab_size, " divisible by q^2 = ", q2,
-           " (the token table and LM head are cut as a Linear3D weight)");
+  if (c.kind == ModelKind::gpt) {
+    TS_CHECK(c.gpt.vocab_size % q2 == 0, "config", on_cube, ": expected model.vocab_size ",
+             c.gpt.vocab_size, " divisible by q^2 = ", q2,
+             " (the token table and LM head are cut as a Linear3D weight)");
+  } else if (c.kind == ModelKind::bert) {
+    const bool decoder = c.bert.mlm_head;
+    const int64_t v = c.bert.vocab_size, multiple = decoder ? q3 : q2;
+    TS_CHECK(v % multiple == 0, "config", on_cube, ": expected model.vocab_size ", v,
+             " divisible by ", decoder ? "q^3 = " : "q^2 = ", multiple,
+             decoder ? " (the token table is cut as a Linear3D weight, the masked-LM decoder's "
+                       "bias over all ranks)"
+                     : " (the token table is cut as a Linear3D weight)");
+  } else {
+    const int64_t patch = c.vit.in_channels * c.vit.patch_size * c.vit.patch_size;
+    TS_CHECK(patch % q2 == 0, "config", on_cube, ": expected a patch's features (model.in_channels ",
+             c.vit.in_channels, " x model.patch_size ", c.vit.patch_size, "^2 = ", patch,
+             ") divisible by q^2 = ", q2);
+  }
 }
 
 // Mode 2d cuts each micro-batch over the q grid rows; mode 2.5d over its depth layers, then over
@@ -205,10 +227,6 @@ void check_supported(const TrainConfig& c) {
              " with train.device ", c.train.device,
              ": pipeline parallelism runs on the CPU in this version of Tessera (its transfers "
              "go over MPI); set train.device to cpu or parallel.pipeline to 1");
-    TS_CHECK(c.zero.stage <= 1, "config", "zero.stage ", c.zero.stage, " with parallel.pipeline ",
-             p.pipeline,
-             ": a pipeline reduces each stage's gradients once after its last backward, which "
-             "ZeRO stage 1 shares; set zero.stage to 0 or 1");
   }
   if (p.tensor.size > 1) {
     if (p.tensor.mode == "2d" || p.tensor.mode == "2.5d") check_2d(c);

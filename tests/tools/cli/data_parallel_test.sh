@@ -56,7 +56,4 @@ fi
 mpi 2 60 "$tessera" train --config "$cfg" --set parallel.data=3
 expect_error "impossible layout" "= 3 ranks, but the job has 2" 30
 
-mpi 2 60 "$tessera" train --config "$cfg" --set parallel.pipeline=2 --set zero.stage=2
-expect_error "pipeline with ZeRO 2" "zero.stage 2 with parallel.pipeline 2" 30
-
 finish

@@ -2,7 +2,7 @@
 # Pipeline parallelism through `mpirun -np N tessera train --set parallel.pipeline.size=P`: a
 # 4-block tiny GPT under every schedule (gpipe, 1f1b, interleaved with 2 virtual stages,
 # zero_bubble) on 2 and 4 stages, and pp 2 x dp 2 (interleaved), pp 2 x tp 2 (1d), pp 2 x tp 4
-# (2d), pp 2 x tp 8 (3d), pp 2 x dp 2 x ZeRO 1, with dropout on, gives the serial (with dp 2: the
+# (2d), pp 2 x tp 8 (3d), pp 2 x dp 2 x ZeRO 1, 2 and 3, with dropout on, gives the serial (with dp 2: the
 # dp 2) run's losses (1e-5 relative, from the metrics files), its validation loss and its generated sample; pp 2 and pp 2 x tp 2d
 # checkpoints resume serially (pp 2 also under pp 4), a serial one under pp 2 and pp 2 x tp 2d,
 # with the uninterrupted run's next losses; impossible layouts are refused naming the numbers.
@@ -113,7 +113,7 @@ compare "pp 2 partition [1, 3] vs serial" "$work/serial.jsonl" "$work/pp2-explic
 # The data-parallel reduction of each model chunk starts within that chunk's final backward
 # (interleaved: chunk by chunk; zero bubble: within the last W). Data-parallel ranks draw their own
 # dropout masks, so these are compared with dp 2.
-train dp2 2 "ranks: 2 (data parallel 2)" --set parallel.data=2
+train dp2 2 "ranks: 2 (data parallel 2)" --set parallel.data=2 --set checkpoint.dir="$work/ck-dp2"
 train pp2dp2 4 "ranks: 4 (data parallel 2)" "${pp[@]}" --set parallel.pipeline.schedule=interleaved \
   --set parallel.pipeline.virtual_stages=2
 compare "pp 2 interleaved (2 virtual stages) x dp 2 vs dp 2" "$work/dp2.jsonl" \
@@ -148,6 +148,18 @@ compare "pp 2 x tp 3d vs serial" "$work/serial-h4.jsonl" "$work/pp2tp3d.jsonl" 1
 train pp2dp2z1 4 "zero: stage 1 over 2 data ranks" "${pp[@]}" --set zero.stage=1 \
   --set parallel.pipeline.schedule=zero_bubble
 compare "pp 2 zero_bubble x dp 2 x ZeRO 1 vs dp 2" "$work/dp2.jsonl" "$work/pp2dp2z1.jsonl" 1e-5
+# ZeRO 2 and 3 reduce-scatter each stage's accumulated gradients after the schedule (stage 3 also
+# gathers each stage's parameters on use); their checkpoints are the serial model's.
+train pp2dp2z2 4 "zero: stage 2 over 2 data ranks" "${pp[@]}" --set zero.stage=2
+compare "pp 2 x dp 2 x ZeRO 2 vs dp 2" "$work/dp2.jsonl" "$work/pp2dp2z2.jsonl" 1e-5
+train pp2dp2z3 4 "zero: stage 3 over 2 data ranks" "${pp[@]}" --set zero.stage=3 \
+  --set parallel.pipeline.schedule=interleaved --set parallel.pipeline.virtual_stages=2 \
+  --set checkpoint.dir="$work/ck-pp2dp2z3"
+compare "pp 2 interleaved x dp 2 x ZeRO 3 vs dp 2" "$work/dp2.jsonl" "$work/pp2dp2z3.jsonl" 1e-5
+resume dp2-next 2 "$work/ck-dp2" --set parallel.data=2
+resume dp2-from-pp2dp2z3 2 "$work/ck-pp2dp2z3" --set parallel.data=2
+compare "next losses: pp 2 x dp 2 x ZeRO 3 checkpoint under dp 2" "$work/dp2-next.jsonl" \
+  "$work/dp2-from-pp2dp2z3.jsonl" 1e-5
 
 # Impossible layouts.
 mpi 2 60 "$tessera" train "${common[@]}" --set model.n_layers=1 "${pp[@]}"
