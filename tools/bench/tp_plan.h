@@ -1,8 +1,9 @@
-// `bench tp`'s arithmetic, MPI-free: how P ranks lay out under each tensor-parallel scheme, the
-// Colossal-AI documentation's bandwidth factor per scheme, and the bytes 1D (Megatron) tensor
-// parallelism moves per rank for a transformer block and a GPT training step, counted the way the
-// communicators count them (parallel/comm/comm_types.h: a ring all-reduce sends and receives
-// floor(2 (P-1) / P x payload) per call).
+// `bench tp`'s arithmetic, MPI-free: how P ranks lay out under each tensor-parallel scheme, whether
+// a shape splits under it, the Colossal-AI documentation's bandwidth factor per scheme, and the
+// bytes each scheme moves per rank for a transformer block (and 1D for a GPT training step),
+// counted the way the communicators count them (parallel/comm/comm_types.h: a ring all-reduce
+// sends and receives floor(2 (P-1) / P x payload) per call, an all-gather or reduce-scatter
+// floor((P-1) / P x payload); a broadcast's root sends the payload, a reduce's non-roots send it).
 #pragma once
 
 #include <cstdint>
@@ -34,7 +35,19 @@ SchemeLayout scheme_layout(const std::string& mode, int p);
 // Bytes one rank sends (and receives) for one all-reduce of `payload` bytes on p ranks.
 int64_t ring_all_reduce_bytes(int64_t payload, int p);
 
-// What 1D moves per rank on one step of a section, all in all-reduces on the tensor group.
+// The sizes a layout must split: a block's (vocab 0) or a GPT's.
+struct TpDims {
+  int64_t batch = 0, seq = 0, d_model = 0, heads = 0;
+  int64_t vocab = 0;  // 0: no vocabulary (a block alone)
+};
+// "" when `layout` splits `dims`, else why not ("12 heads not divisible by P = 8"). 1D splits heads
+// and C over P; 2D and 2.5D heads over q, C over q^2, the batch over d q; 3D heads over q^2, C
+// over q^3, the batch over q, the vocabulary over q^2 (models/nn/parallel/*_2d.h, *_3d.h).
+std::string layout_misfit(const SchemeLayout& layout, const TpDims& dims);
+
+// What a scheme moves per rank on one step of a section, summed over its groups (1D: all-reduces
+// on the tensor group; 2D / 2.5D: the grid's row, column and depth groups; 3D: the cube's input,
+// weight and output groups).
 struct VolumePlan {
   int64_t activation_bytes = 0;  // A: one (B, T, C) activation, f32
   int64_t exchanges = 0;         // k: activation-sized all-reduces per step, forward + backward
@@ -43,6 +56,12 @@ struct VolumePlan {
   int64_t sent_bytes = 0;           // per rank, what the counters report (received alike)
   int64_t extra_payload_bytes = 0;  // payload that is not activation-sized
   int64_t extra_sent_bytes = 0;     // its share of sent_bytes
+  // Of sent_bytes, parameter blocks and their gradients (2D, 2.5D, 3D move weights; 1D never):
+  // their size does not scale with B x T, which the documentation's activation factor assumes.
+  int64_t param_sent_bytes = 0;
+  // False when only the blocks are predicted (a 2D / 2.5D / 3D GPT step: its embeddings, LM head
+  // and loss are measured, not predicted).
+  bool complete = true;
 };
 
 // One pre-LN block, forward + backward: 2 all-reduces of A forward (attention's and the MLP's
@@ -53,6 +72,32 @@ VolumePlan plan_1d_block(int64_t batch, int64_t seq, int64_t d_model, int p);
 // backward, each of A; plus the vocab-parallel cross-entropy's row statistics forward, B*T floats
 // (max) and 2 B*T floats (sum-exp, target logit), the extra payload.
 VolumePlan plan_1d_gpt_step(const gpt::GPTConfig& config, int64_t batch, int64_t seq, int p);
+
+// One pre-LN block (LayerNorm, attention's fused c_attn C -> 3C and c_proj C -> C, LayerNorm, MLP
+// C -> 4C -> C, every Linear with a bias; the input needs its gradient) under any fitting layout,
+// forward + backward; the attention core and the residual adds move nothing. 1D: plan_1d_block.
+// 2D (q x q, n = B / (d q) x T rows per rank), per Linear2D (in -> out) with x = n in / q,
+// w = out / q x in / q, b = out / q floats:
+//   forward   row: q broadcast steps of x; column: q broadcast steps of w, all_gather of b
+//   backward  row: q reduce steps of x (dX), q broadcast steps of x (dW);
+//             column: q broadcast steps of w (dX), q reduce steps of w (dW), reduce_scatter of b
+// per LayerNorm2D, twice (mean and variance; weight and bias): row all_reduce of n forward and
+// backward, column all_gather of C / q forward, reduce_scatter backward. 2.5D (depth d > 1) adds
+// each parameter block's gradient all-reduced over the depth group backward (w, b / q, C / q^2).
+// 3D (q^3, n = B / q x T), per Linear3D with x = n in / q, w = out / q x in / q, y = n out / q:
+//   forward   input all_gather of x, weight all_gather of w and of the bias out / q^2,
+//             output reduce_scatter of y
+//   backward  output all_gather of y, input reduce_scatter of x, weight reduce_scatter of w and
+//             of the bias
+// per LayerNorm3D, twice: input and output all_reduce of n forward and backward, weight
+// all_gather of C / q^2 forward, reduce_scatter backward. A q-step broadcast of a block of s
+// bytes counts q calls, q s payload and s sent (the root's step); q reduce steps, (q - 1) s sent.
+// The tests pinning each layer's volume: tests/models/nn/parallel/tp_2d_ranks.cc, tp_3d_ranks.cc.
+VolumePlan plan_block(const SchemeLayout& layout, int64_t batch, int64_t seq, int64_t d_model);
+// A GPT training step under any fitting layout: plan_1d_gpt_step for 1D; otherwise n_layers x
+// plan_block, complete = false (the model's edges are measured only).
+VolumePlan plan_gpt_step(const SchemeLayout& layout, const gpt::GPTConfig& config, int64_t batch,
+                         int64_t seq);
 
 // The documentation's bytes per rank for `plan`'s k activation exchanges: factor x k x A
 // (0 when the layout does not fit).
