@@ -77,7 +77,17 @@ class GraphTask {
     if (s.grads.size() < e.fn->num_outputs()) s.grads.resize(e.fn->num_outputs());
     TS_ASSERT(e.input_nr < s.grads.size());
     Tensor& slot = s.grads[e.input_nr];
-    slot = slot.defined() ? add(slot, g) : std::move(g);
+    if (!slot.defined()) {
+      slot = std::move(g);
+    } else if (!opts_.create_graph && slot.is_sole_owner() && slot.shape() == g.shape() &&
+               slot.dtype() == g.dtype() && slot.device() == g.device()) {
+      // Nothing else sees the partial sum (no other handle, no view): add into it rather than
+      // allocate a new sum, which for a tied embedding is a (vocab, C) tensor per backward and for
+      // every residual branch an activation-sized one.
+      add_(slot, g);
+    } else {
+      slot = add(slot, g);
+    }
   }
 
   void run(const std::vector<Edge>& roots, std::vector<Tensor>* captured) {
