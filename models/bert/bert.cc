@@ -24,7 +24,7 @@ Tensor key_mask(const Tensor& attention_mask, const Shape& want) {
 }  // namespace
 
 Bert::Bert(const BertConfig& config, const nn::BuildContext& ctx)
-    : config_(config), seq_(ctx), split2d_(ctx), sp_(ctx) {
+    : config_(config), seq_(ctx), split2d_(ctx), split3d_(ctx), sp_(ctx) {
   config.validate();
   const BertConfig& c = config_;
   // Parameter counts that balance the "parameters" partition (the embeddings on the first stage,
@@ -112,6 +112,10 @@ Tensor Bert::run_blocks(Tensor x, const Tensor& mask, int64_t begin, int64_t end
   return x;
 }
 
+int64_t Bert::serial_batch(const Tensor& hidden) const {
+  return split3d_.on() ? split3d_.batch(hidden) : split2d_.batch(hidden);
+}
+
 Tensor Bert::forward(const Tensor& ids, const Tensor& token_type_ids,
                      const Tensor& attention_mask) {
   TS_CHECK(!stage_.pipelined(), "Bert",
@@ -151,7 +155,7 @@ Tensor Bert::mlm_loss(const Tensor& hidden, const Tensor& labels) {
   // Under parallel.sequence the hidden states hold T/S of the labels' T positions.
   const int64_t parts = sp_.on() ? sp_.size() : 1;
   TS_CHECK(labels.defined() && hidden.defined() && labels.dim() == 2 && hidden.dim() == 3 &&
-               labels.size(0) == split2d_.batch(hidden) && labels.size(1) == hidden.size(1) * parts,
+               labels.size(0) == serial_batch(hidden) && labels.size(1) == hidden.size(1) * parts,
            "Bert.mlm_loss", "expected labels (B, T) matching the hidden states ",
            hidden.defined() ? hidden.describe() : "undefined",
            parts > 1 ? " (this rank's T / parallel.sequence positions)" : "", ", got ",
@@ -174,7 +178,7 @@ Tensor Bert::classify(const Tensor& hidden) {
 
 Tensor Bert::classification_loss(const Tensor& hidden, const Tensor& labels) {
   TS_CHECK(labels.defined() && labels.dim() == 1 && hidden.defined() &&
-               labels.size(0) == split2d_.batch(hidden),
+               labels.size(0) == serial_batch(hidden),
            "Bert.classification_loss", "expected labels (B) for hidden states ",
            hidden.defined() ? hidden.describe() : "undefined", ", got ",
            labels.defined() ? labels.describe() : "undefined");

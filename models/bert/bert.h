@@ -12,6 +12,7 @@
 #include "models/bert/bert_heads.h"
 #include "models/nn/nn.h"
 #include "models/nn/parallel/split_2d.h"
+#include "models/nn/parallel/split_3d.h"
 #include "models/nn/pipeline_stage.h"
 #include "models/nn/sequence_shard.h"
 
@@ -35,7 +36,9 @@ class Bert : public nn::Module {
   // the whole (B, T, C), which the heads below use replicated. The mask stays (B, T): attention
   // gathers its keys, so it masks the whole sequence. Under 2D tensor parallelism the result is
   // this rank's block (B / q, T, C / q), which the heads below take (their losses and logits are
-  // the whole batch's); the mask stays (B, T). Under the paper's sequence parallelism
+  // the whole batch's); the mask stays (B, T). Under 3D tensor parallelism likewise with this
+  // rank's piece (B / q, T, C / q^2) (parallel/tensor/cube_3d.h). Under the paper's sequence
+  // parallelism
   // (parallel.sequence = S > 1) the result is this rank's positions (B, T/S, C) (rank r holds
   // [r T/S, (r + 1) T/S)), which the heads below take; the mask stays (B, T), the whole sequence's
   // keys, as sequence-parallel attention wants it. Refused under pipeline parallelism.
@@ -79,6 +82,7 @@ class Bert : public nn::Module {
   BertConfig config_;
   nn::SequenceSplit seq_;  // off unless parallel.tensor.sequence_parallel
   nn::Split2D split2d_;    // off unless parallel.tensor.mode 2d
+  nn::Split3D split3d_;    // off unless parallel.tensor.mode 3d
   nn::SequenceShard sp_;   // off unless parallel.sequence > 1 (the paper's sequence parallelism)
   std::shared_ptr<BertEmbeddings> embeddings_;
   std::shared_ptr<nn::ModuleList> h_;
@@ -89,6 +93,8 @@ class Bert : public nn::Module {
   std::vector<int64_t> block_slot_;  // global block index -> position in h_ (-1: not held)
 
   Tensor run_blocks(Tensor x, const Tensor& mask, int64_t begin, int64_t end);
+  // The serial batch B of hidden states (2D: a block's rows times q; 3D: a piece's).
+  int64_t serial_batch(const Tensor& hidden) const;
 };
 
 }  // namespace tessera::bert

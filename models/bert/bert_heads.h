@@ -24,7 +24,8 @@ class BertEmbeddings : public nn::Module {
   // the shard as in the blocks (models/nn/parallel/sequence_1d.h). Under the paper's sequence
   // parallelism (parallel.sequence > 1): this rank's positions (B, T/S, C), the position
   // embeddings at their global index, ids and token types cut to them (sequence_shard.h). Under
-  // 2D tensor parallelism: this rank's block (B / q, T, C / q).
+  // 2D tensor parallelism: this rank's block (B / q, T, C / q); under 3D its piece
+  // (B / q, T, C / q^2).
   Tensor forward(const Tensor& ids, const Tensor& token_type_ids);
 
   const std::shared_ptr<nn::Embedding>& word_embeddings() const { return word_; }
@@ -48,7 +49,8 @@ class BertMLMHead : public nn::Module {
   // hidden (B, T, C) -> logits (B, T, vocab). Under sequence parallelism hidden is the whole
   // (gathered) sequence on every rank: the transform runs replicated and the decoder, which takes
   // a sequence shard and all-gathers it, gets this rank's chunk. Under 2D tensor parallelism
-  // hidden is this rank's block (B / q, T, C / q) and the logits the whole batch's.
+  // hidden is this rank's block (B / q, T, C / q) (3D: its piece (B / q, T, C / q^2)) and the
+  // logits the whole batch's.
   Tensor forward(const Tensor& hidden);
   // cross_entropy(forward(hidden), labels, opts), through the decoder (vocab-parallel: no
   // gather).

@@ -8,12 +8,14 @@
 #include "models/nn/parallel/attention_2d.h"
 #include "models/nn/parallel/attention_3d.h"
 #include "models/nn/parallel/classifier_2d.h"
+#include "models/nn/parallel/classifier_3d.h"
 #include "models/nn/parallel/layer_norm_2d.h"
 #include "models/nn/parallel/layer_norm_3d.h"
 #include "models/nn/parallel/linear_1d.h"
 #include "models/nn/parallel/linear_2d.h"
 #include "models/nn/parallel/linear_3d.h"
 #include "models/nn/parallel/patch_embedding_2d.h"
+#include "models/nn/parallel/patch_embedding_3d.h"
 #include "models/nn/parallel/placement_2d.h"
 #include "models/nn/parallel/sequence_1d.h"
 #include "models/nn/parallel/vocab_1d.h"
@@ -44,14 +46,6 @@ bool one_d(const BuildContext& ctx, const char* factory) {
   return true;
 }
 
-// Mode 3d has the layers GPT needs; a layer it lacks is refused by name.
-void refuse_3d(const BuildContext& ctx, const char* factory, const char* missing) {
-  TS_CHECK(!ctx.tensor_3d(), factory, "tensor parallelism mode 3d has no ", missing,
-           " in this version of Tessera (GPT's layers only: Linear3D, LayerNorm3D, "
-           "MultiHeadAttention3D, the 3D embeddings and LM head); set parallel.tensor.mode to "
-           "1d, 2d or 2.5d");
-}
-
 }  // namespace
 
 std::shared_ptr<Linear> make_linear(const LinearSpec& spec, const BuildContext& ctx,
@@ -69,7 +63,7 @@ std::shared_ptr<Linear> make_linear(const LinearSpec& spec, const BuildContext& 
 
 std::shared_ptr<Linear> make_classifier(const LinearSpec& spec, const BuildContext& ctx) {
   if (ctx.tensor_2d()) return std::make_shared<Classifier2D>(spec, ctx);
-  refuse_3d(ctx, "make_classifier", "classifier (a Classifier3D for BERT's and ViT's heads)");
+  if (ctx.tensor_3d()) return std::make_shared<Classifier3D>(spec, ctx);
   return make_linear(spec, ctx);
 }
 
@@ -142,15 +136,13 @@ std::shared_ptr<Block> make_block(const BlockSpec& spec, const BuildContext& ctx
 std::shared_ptr<PatchEmbedding> make_patch_embedding(const PatchEmbeddingSpec& spec,
                                                      const BuildContext& ctx) {
   if (ctx.tensor_2d()) return std::make_shared<PatchEmbedding2D>(spec, ctx);
-  refuse_3d(ctx, "make_patch_embedding", "patch embedding (a PatchEmbedding3D for ViT)");
+  if (ctx.tensor_3d()) return std::make_shared<PatchEmbedding3D>(spec, ctx);
   return std::make_shared<PatchEmbedding>(spec, ctx);
 }
 
 std::shared_ptr<ClassificationHead> make_classification_head(const ClassificationHeadSpec& spec,
                                                              const BuildContext& ctx) {
-  refuse_3d(ctx, "make_classification_head",
-            "classification head (a Classifier3D for BERT's and ViT's heads)");
-  return std::make_shared<ClassificationHead>(spec, ctx);  // its layers split under 2d
+  return std::make_shared<ClassificationHead>(spec, ctx);  // its layers split under 2d and 3d
 }
 
 std::shared_ptr<LMHead> make_lm_head(const LMHeadSpec& spec, const BuildContext& ctx,

@@ -28,9 +28,9 @@
 // depth layer runs them on its batch slice (ctx.tensor_2d(), parallel/tensor/summa.h).
 // Mode 3d (models/nn/parallel/*_3d.h) does the same on the q x q x q cube with pieces
 // (B / q, T, C / q^2) (parallel/tensor/cube_3d.h): Linear3D, LayerNorm3D, MultiHeadAttention3D,
-// VocabParallelEmbedding3D / Embedding3D, VocabParallelLMHead3D (GPT's layers); make_classifier,
-// make_patch_embedding and make_classification_head refuse it, naming the missing 3D layer.
-// Serial layers record their hint (parallel_style()) so tests pin each call site. A factory
+// VocabParallelEmbedding3D / Embedding3D, VocabParallelLMHead3D, make_classifier -> Classifier3D,
+// make_patch_embedding -> PatchEmbedding3D (make_classification_head builds its 3D head from
+// these). Serial layers record their hint (parallel_style()) so tests pin each call site. A factory
 // refuses a hint its layer has no twin for (ValueError naming the factory and the hint).
 #pragma once
 
@@ -54,11 +54,12 @@ namespace tessera::nn {
 // Hints: none, column, row.
 std::shared_ptr<Linear> make_linear(const LinearSpec& spec, const BuildContext& ctx,
                                     ParallelStyle style = ParallelStyle::none);
-// A Linear to a few classes (a classification head's): make_linear(spec, ctx) but under mode 2d,
-// where its output is not split (Classifier2D gives the whole batch's logits).
+// A Linear to a few classes (a classification head's): make_linear(spec, ctx) but under modes 2d
+// and 3d, where its output is not split (Classifier2D / Classifier3D give the whole batch's
+// logits).
 std::shared_ptr<Linear> make_classifier(const LinearSpec& spec, const BuildContext& ctx);
 std::shared_ptr<LayerNorm> make_layer_norm(const LayerNormSpec& spec);
-// Under mode 2d: LayerNorm2D; otherwise make_layer_norm(spec).
+// Under mode 2d: LayerNorm2D; under 3d: LayerNorm3D; otherwise make_layer_norm(spec).
 std::shared_ptr<LayerNorm> make_layer_norm(const LayerNormSpec& spec, const BuildContext& ctx);
 // Hints: none, vocab.
 std::shared_ptr<Embedding> make_embedding(const EmbeddingSpec& spec, const BuildContext& ctx,

@@ -3,6 +3,7 @@
 
 #include "autograd/ops.h"
 #include "models/nn/factory.h"
+#include "models/nn/parallel/linear_3d.h"
 #include "models/nn/parallel/placement_2d.h"
 
 namespace tessera::nn {
@@ -12,16 +13,22 @@ ClassificationHead::ClassificationHead(const ClassificationHeadSpec& spec, const
   TS_CHECK(spec.d_model > 0 && spec.num_classes > 0, "ClassificationHead",
            "expected positive d_model and num_classes, got ", spec.d_model, " and ",
            spec.num_classes);
-  width_ = ctx.tensor_2d() ? spec.d_model / ctx.summa_grid().q() : spec.d_model;
+  DropoutChunk chunk;  // the whole tensor (under sequence parallelism the head sees all of it)
+  width_ = spec.d_model;
+  if (ctx.tensor_2d()) {
+    width_ = spec.d_model / ctx.summa_grid().q();
+    chunk = dropout_chunk_2d(ctx.summa_grid());
+  } else if (ctx.tensor_3d()) {
+    const parallel::tensor::Cube3D cube = cube_of(ctx, "ClassificationHead");
+    width_ = spec.d_model / (int64_t(cube.q()) * cube.q());
+    chunk = dropout_chunk_3d(cube);
+  }
   if (spec.norm)
     norm_ =
         register_module("norm", make_layer_norm({.dim = spec.d_model, .eps = spec.ln_eps}, ctx));
-  // Under 2D its input, pooled or not, is a block of the whole batch's (B, ..., C): its chunk of
-  // the serial mask. (Under sequence parallelism the head sees the whole gathered sequence.)
-  dropout_ = register_module(
-      "dropout",
-      std::make_shared<Dropout>(
-          spec.dropout, ctx.tensor_2d() ? dropout_chunk_2d(ctx.summa_grid()) : DropoutChunk{}));
+  // Under 2D and 3D its input, pooled or not, is a block (a piece) of the whole batch's
+  // (B, ..., C): its chunk of the serial mask.
+  dropout_ = register_module("dropout", std::make_shared<Dropout>(spec.dropout, chunk));
   head_ = register_module("head", make_classifier({.in_features = spec.d_model,
                                                    .out_features = spec.num_classes,
                                                    .bias = spec.bias,

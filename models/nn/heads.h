@@ -36,7 +36,8 @@ class ClassificationHead : public Module {
  public:
   // Children: norm (when spec.norm), dropout, head (Linear), built through the factories. Under
   // 2D tensor parallelism (norm LayerNorm2D, head Classifier2D) x is this rank's 2D block
-  // (B / q, T, C / q) or (B / q, C / q), and the logits the whole batch's on every rank.
+  // (B / q, T, C / q) or (B / q, C / q), under 3D (LayerNorm3D, Classifier3D) its piece
+  // (B / q, T, C / q^2) or (B / q, C / q^2); the logits are the whole batch's on every rank.
   ClassificationHead(const ClassificationHeadSpec& spec, const BuildContext& ctx);
   std::string type_name() const override { return "ClassificationHead"; }
 
@@ -48,7 +49,7 @@ class ClassificationHead : public Module {
 
  private:
   ClassificationHeadSpec spec_;
-  int64_t width_ = 0;  // the input's features on this rank (d_model, or d_model / q under 2D)
+  int64_t width_ = 0;  // the input's features on this rank (d_model; 2D: d_model / q; 3D: / q^2)
   std::shared_ptr<LayerNorm> norm_;
   std::shared_ptr<Dropout> dropout_;
   std::shared_ptr<Linear> head_;

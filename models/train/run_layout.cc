@@ -135,9 +135,9 @@ void check_3d(const TrainConfig& c) {
                      : " (the token table is cut as a Linear3D weight)");
   } else {
     const int64_t patch = c.vit.in_channels * c.vit.patch_size * c.vit.patch_size;
-    TS_CHECK(patch % q2 == 0, "config", on_cube, ": expected a patch's features (model.in_channels ",
-             c.vit.in_channels, " x model.patch_size ", c.vit.patch_size, "^2 = ", patch,
-             ") divisible by q^2 = ", q2);
+    TS_CHECK(patch % q2 == 0, "config", on_cube,
+             ": expected a patch's features (model.in_channels ", c.vit.in_channels,
+             " x model.patch_size ", c.vit.patch_size, "^2 = ", patch, ") divisible by q^2 = ", q2);
   }
 }
 

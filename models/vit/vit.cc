@@ -2,11 +2,12 @@
 #include "models/vit/vit.h"
 
 #include "autograd/ops.h"
+#include "models/nn/parallel/shard_init.h"
 
 namespace tessera::vit {
 
 ViT::ViT(const ViTConfig& config, const nn::BuildContext& ctx)
-    : config_(config), seq_(ctx), split2d_(ctx), sp_(ctx) {
+    : config_(config), seq_(ctx), split2d_(ctx), split3d_(ctx), sp_(ctx) {
   Generator& gen = ctx.generator();
   config.validate();
   const ViTConfig& c = config_;
@@ -47,15 +48,29 @@ ViT::ViT(const ViTConfig& config, const nn::BuildContext& ctx)
                                                .init_std = c.init_std},
                                               ctx);
   auto own = std::make_shared<nn::Module>();  // cls_token and pos_embed, for the stage plan
-  Tensor cls = empty({1, 1, c.d_model});
-  normal_(cls, 0.0, c.init_std, &gen);
-  own->register_parameter("cls_token", cls);
-  Tensor pos = empty({1, c.num_patches() + 1, c.d_model});
-  normal_(pos, 0.0, c.init_std, &gen);
-  own->register_parameter("pos_embed", pos);
+  // Under 3D each rank draws its piece along D at the serial counters (shard_init.h).
+  const Shape cls_shape{1, 1, c.d_model}, pos_shape{1, c.num_patches() + 1, c.d_model};
+  const parallel::tensor::Placement cls_at =
+      split3d_.features_placement(cls_shape, "ViT cls_token");
+  const parallel::tensor::Placement pos_at =
+      split3d_.features_placement(pos_shape, "ViT pos_embed");
+  auto draw = [&](const parallel::tensor::Placement& at) {
+    if (split3d_.on()) return nn::normal_shard(at, 0.0, c.init_std, gen);
+    Tensor t = empty(at.global_shape);
+    normal_(t, 0.0, c.init_std, &gen);
+    return t;
+  };
+  auto keep = [&](nn::Module& m, const std::string& name, const Tensor& t,
+                  const parallel::tensor::Placement& at) {
+    return split3d_.on() ? m.register_parameter(name, t, at) : m.register_parameter(name, t);
+  };
+  Tensor cls = draw(cls_at);
+  keep(*own, "cls_token", cls, cls_at);
+  Tensor pos = draw(pos_at);
+  keep(*own, "pos_embed", pos, pos_at);
   if (stage_.holds_embeddings()) {
-    cls_token_ = register_parameter("cls_token", cls);
-    pos_embed_ = register_parameter("pos_embed", pos);
+    cls_token_ = keep(*this, "cls_token", cls, cls_at);
+    pos_embed_ = keep(*this, "pos_embed", pos, pos_at);
     stage_.hold("", *own);
     patch_embed_ = register_module("patch_embed", patch_embed);
     stage_.hold("patch_embed", *patch_embed_);
@@ -101,13 +116,14 @@ ViT::ViT(const ViTConfig& config, const nn::BuildContext& ctx)
 
 Tensor ViT::embed(const Tensor& images) {
   nn::enter_dropout_unit(0);
-  Tensor patches = patch_embed_->forward(images);  // (B, N, D); 2D: this rank's block
+  Tensor patches = patch_embed_->forward(images);  // (B, N, D); 2D: this rank's block; 3D: piece
   const int64_t b = patches.size(0), d = patches.size(2);
-  // 2D: the class token and positions (held whole) are cut to this rank's features D / q.
-  Tensor cls = expand(split2d_.features(cls_token_), {b, 1, d});  // (B, 1, D)
+  // 2D: the class token and positions (held whole) are cut to this rank's features D / q; 3D:
+  // their pieces gathered to its features D / q^2.
+  Tensor cls = expand(features(cls_token_), {b, 1, d});  // (B, 1, D)
   // Sequence parallel: the patches, class token and positions are computed whole on every rank
   // and cut to this rank's rows, whose backward all-gathers the serial gradient of the whole.
-  Tensor x = seq_.scatter(cat({cls, patches}, 1) + split2d_.features(pos_embed_), nn::kSequenceDim);
+  Tensor x = seq_.scatter(cat({cls, patches}, 1) + features(pos_embed_), nn::kSequenceDim);
   // parallel.sequence: when N + 1 does not divide by S, zeros are appended up to a multiple of S
   // (keys that every block masks out, rows that reach no loss).
   if (sequence_padding_ > 0) {
@@ -120,6 +136,10 @@ Tensor ViT::embed(const Tensor& images) {
   x = sp_.take(x, nn::kSequenceDim);
   // (B, N + 1, D); tensor.sequence_parallel: (B, (N + 1)/P, D); parallel.sequence: (B, T'/S, D)
   return drop_->forward(x);
+}
+
+Tensor ViT::features(const Tensor& param) const {
+  return split3d_.on() ? split3d_.features(param) : split2d_.features(param);
 }
 
 Tensor ViT::run_blocks(Tensor x, int64_t begin, int64_t end) {

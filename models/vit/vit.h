@@ -10,6 +10,7 @@
 #include "models/nn/nn.h"
 #include "models/nn/parallel/sequence_1d.h"
 #include "models/nn/parallel/split_2d.h"
+#include "models/nn/parallel/split_3d.h"
 #include "models/nn/pipeline_stage.h"
 #include "models/nn/sequence_shard.h"
 #include "models/vit/vit_config.h"
@@ -26,9 +27,11 @@ class ViT : public nn::Module {
   // are added: dropout and the blocks run on (B, (N + 1)/P, D), gathered before the head. Under
   // 2D tensor parallelism every layer is its 2D twin and the tokens this rank's block
   // (B / q, N + 1, D / q): the class token and positions (held whole) are cut to its features,
-  // and the head gives the whole batch's logits. Under pipeline parallelism this rank builds only
-  // its stages' layers (pipeline_stage.h), with the serial model's weights: the embeddings on
-  // global stage 0, the head on the last one. Under the paper's sequence parallelism
+  // and the head gives the whole batch's logits. Under 3D tensor parallelism likewise with pieces
+  // (B / q, N + 1, D / q^2), the class token and positions held in q^3 pieces along D
+  // (split_3d.h) and all-gathered to the rank's features. Under pipeline parallelism this rank
+  // builds only its stages' layers (pipeline_stage.h), with the serial model's weights: the
+  // embeddings on global stage 0, the head on the last one. Under the paper's sequence parallelism
   // (parallel.sequence = S > 1) the token sequence [class token, patch 0, .., patch N - 1] is split
   // contiguously, (N + 1)/S tokens per rank, so rank 0's shard starts with the class token; the
   // blocks run on the shards, and the head reads the class token's final state, handed from rank 0
@@ -54,6 +57,7 @@ class ViT : public nn::Module {
 
   const ViTConfig& config() const { return config_; }
   // Under pipeline parallelism: undefined off global stage 0, and the held blocks only.
+  // Under 3D this rank's pieces along D: (1, 1, D / q^3) and (1, N + 1, D / q^3).
   const Tensor& cls_token() const { return cls_token_; }  // (1, 1, D)
   const Tensor& pos_embed() const { return pos_embed_; }  // (1, N + 1, D)
   const std::shared_ptr<nn::ModuleList>& blocks() const { return h_; }
@@ -62,6 +66,7 @@ class ViT : public nn::Module {
   ViTConfig config_;
   nn::SequenceSplit seq_;  // off unless parallel.tensor.sequence_parallel
   nn::Split2D split2d_;    // off unless parallel.tensor.mode 2d
+  nn::Split3D split3d_;    // off unless parallel.tensor.mode 3d
   nn::SequenceShard sp_;   // off unless parallel.sequence > 1 (the paper's sequence parallelism)
   int64_t sequence_padding_ = 0;  // parallel.sequence: tokens appended to make N + 1 divide by S
   std::shared_ptr<nn::PatchEmbedding> patch_embed_;
@@ -75,6 +80,9 @@ class ViT : public nn::Module {
   Tensor embed(const Tensor& images);  // (B, N + 1, D); sequence parallel: this rank's rows
   Tensor run_blocks(Tensor x, int64_t begin, int64_t end);
   Tensor head(const Tensor& x);  // the final tokens (sharded or not) -> logits (B, num_classes)
+  // This rank's features of the class token or the positions (1, ..., D): the whole tensor
+  // serially, its 2D block's or its 3D piece's columns.
+  Tensor features(const Tensor& param) const;
 };
 
 }  // namespace tessera::vit

@@ -29,7 +29,9 @@ using parallel::ParallelContext;
 
 using parallel::testing::block;
 using parallel::testing::check_close;
+using parallel::testing::check_grad_norm;
 using parallel::testing::check_params;
+using parallel::testing::check_state;
 using parallel::testing::on_grid;
 using parallel::testing::rel_error;
 
@@ -38,55 +40,6 @@ namespace {
 parallel::tensor::SummaGrid grid_of(const ParallelContext& ctx) {
   Generator unused(0);
   return nn::BuildContext(unused, &ctx).summa_grid();
-}
-
-// The serial model's state_dict() against the twin's, every entry gathered by its placement:
-// same names, global shapes and values (what a checkpoint holds).
-void check_state(const nn::Module& twin, const nn::Module& serial, const ParallelContext& ctx,
-                 const std::string& what) {
-  const auto placements = twin.state_placements();
-  const auto state = twin.state_dict();
-  const auto want = serial.state_dict();
-  RANK_CHECK(state.size() == want.size() && placements.size() == state.size(), what, ": ",
-             state.size(), " state entries, serial ", want.size());
-  for (size_t i = 0; i < state.size(); ++i) {
-    RANK_CHECK(state[i].first == want[i].first && placements[i].first == state[i].first, what,
-               ": state entry ", state[i].first, " vs ", want[i].first);
-    const Tensor full = parallel::tensor::gather_full(state[i].second, placements[i].second, ctx);
-    RANK_CHECK(rel_error(full, want[i].second) == 0.0, what, ": state entry ", state[i].first,
-               " gathered differs from the serial one");
-    // And cut back: the shard this rank holds.
-    RANK_CHECK(rel_error(parallel::tensor::cut_shard(want[i].second, placements[i].second),
-                         state[i].second) == 0.0,
-               what, ": the serial ", state[i].first, " cut by placement is not this rank's shard");
-  }
-}
-
-// The global gradient norm as the trainer's clipping computes it (every shard summed over the
-// tensor group, a replicated parameter counted on tensor rank 0 only, a shard repeated over the
-// depth layers on depth 0 only) against the serial one.
-void check_grad_norm(const nn::Module& twin, const nn::Module& serial, const ParallelContext& ctx,
-                     const std::string& what) {
-  const auto placements = twin.named_placements();
-  const auto params = twin.named_parameters();
-  const bool counts_replicated = ctx.tensor_group()->rank() == 0;
-  double local = 0, want = 0;
-  for (size_t i = 0; i < params.size(); ++i) {
-    const parallel::tensor::Placement& p = placements[i].second;
-    if (p.replicated() ? !counts_replicated : !p.counted_copy()) continue;
-    const Tensor g = params[i].second.grad().to(DType::f32).contiguous();
-    for (int64_t k = 0; k < g.numel(); ++k)
-      local += double(g.data<float>()[k]) * g.data<float>()[k];
-  }
-  for (const Tensor& p : serial.parameters()) {
-    const Tensor g = p.grad().to(DType::f32).contiguous();
-    for (int64_t k = 0; k < g.numel(); ++k) want += double(g.data<float>()[k]) * g.data<float>()[k];
-  }
-  Tensor total = from_vector<float>({float(local)}, {1});
-  ctx.tensor_group()->all_reduce(total)->wait();
-  const double got = std::sqrt(double(total.data<float>()[0])), norm = std::sqrt(want);
-  RANK_CHECK(std::fabs(got - norm) <= 1e-5 * norm, what, ": gradient norm ", got, ", serial ",
-             norm);
 }
 
 gpt::GPTConfig tiny_gpt(int q, int64_t vocab, double dropout) {

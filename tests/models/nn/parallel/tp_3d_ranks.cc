@@ -47,6 +47,7 @@ using parallel::tensor::split_3d;
 using parallel::testing::check_close;
 using parallel::testing::check_params;
 using parallel::testing::leaf;
+using parallel::testing::piece;
 using parallel::testing::rel_error;
 using parallel::testing::set_param;
 using parallel::testing::smooth;
@@ -61,15 +62,6 @@ std::string error_of(Fn&& fn) {
 }
 
 std::string on_cube(int q) { return str_cat(" on ", q, " x ", q, " x ", q); }
-
-// This rank's piece of `full` in the 3D activation layout, cut by hand (not by split_3d): batch
-// chunk i, feature chunk k q + j.
-Tensor piece(const Tensor& full, const CubeCoords& at) {
-  const int64_t rows = full.size(0) / at.q, cols = full.size(-1) / (at.q * at.q);
-  return full.narrow(0, at.i * rows, rows)
-      .narrow(full.dim() - 1, at.feature_chunk() * cols, cols)
-      .contiguous();
-}
 
 // Passes no gradient to its input, as a head that does not use a tensor would: the loss reaches
 // the region nodes of linear_3d, but no gradient arrives there (they must run anyway).

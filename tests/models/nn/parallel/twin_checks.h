@@ -1,7 +1,8 @@
 // Checks shared by the tensor-parallel twin programs (run under mpirun): the relative error the
-// issue's 1e-5 bound reads, as a failing RANK_CHECK, and the helpers of the 2D (SUMMA) programs:
-// reproducible inputs, 2D blocks of a whole tensor, and every parameter of a twin gathered by its
-// placement against the serial layer's.
+// issue's 1e-5 bound reads, as a failing RANK_CHECK, and the helpers of the 2D (SUMMA) and 3D
+// programs: reproducible inputs, 2D blocks and 3D pieces of a whole tensor, every parameter of a
+// twin gathered by its placement against the serial layer's, a model's state gathered against the
+// serial state_dict(), and the global gradient norm as the trainer's clipping sums it.
 #pragma once
 
 #include <cmath>
@@ -14,6 +15,7 @@
 #include "core/tensor.h"
 #include "models/nn/module.h"
 #include "parallel/mesh/parallel_context.h"
+#include "parallel/tensor/cube_3d.h"
 #include "parallel/tensor/placement_ops.h"
 #include "parallel/tensor/summa.h"
 #include "tests/parallel/rank_check.h"
@@ -95,6 +97,17 @@ inline Tensor block(const Tensor& full, const tensor::SummaGrid& g) {
       .contiguous();
 }
 
+// ---------------------------------------------------------------- 3D helpers
+
+// This rank's piece of `full` in the 3D activation layout (parallel/tensor/cube_3d.h), cut by hand
+// (not by split_3d): batch chunk i, feature chunk k q + j.
+inline Tensor piece(const Tensor& full, const tensor::CubeCoords& at) {
+  const int64_t rows = full.size(0) / at.q, cols = full.size(-1) / (at.q * at.q);
+  return full.narrow(0, at.i * rows, rows)
+      .narrow(full.dim() - 1, at.feature_chunk() * cols, cols)
+      .contiguous();
+}
+
 // Rows chunk r of `full` along dim 0 (a grid row's batch chunk).
 inline Tensor rows_of(const Tensor& full, int r, int q) {
   const int64_t rows = full.size(0) / q;
@@ -159,6 +172,55 @@ inline void set_param(const Tensor& serial_param, const Tensor& twin_param,
   autograd::NoGradGuard no_grad;
   serial_param.detach().copy_(full);
   twin_param.detach().copy_(parallel::tensor::cut_shard(full, placement));
+}
+
+// The serial model's state_dict() against the twin's, every entry gathered by its placement:
+// same names, global shapes and values (what a checkpoint holds).
+inline void check_state(const nn::Module& twin, const nn::Module& serial,
+                        const ParallelContext& ctx, const std::string& what) {
+  const auto placements = twin.state_placements();
+  const auto state = twin.state_dict();
+  const auto want = serial.state_dict();
+  RANK_CHECK(state.size() == want.size() && placements.size() == state.size(), what, ": ",
+             state.size(), " state entries, serial ", want.size());
+  for (size_t i = 0; i < state.size(); ++i) {
+    RANK_CHECK(state[i].first == want[i].first && placements[i].first == state[i].first, what,
+               ": state entry ", state[i].first, " vs ", want[i].first);
+    const Tensor full = parallel::tensor::gather_full(state[i].second, placements[i].second, ctx);
+    RANK_CHECK(rel_error(full, want[i].second) == 0.0, what, ": state entry ", state[i].first,
+               " gathered differs from the serial one");
+    // And cut back: the shard this rank holds.
+    RANK_CHECK(rel_error(parallel::tensor::cut_shard(want[i].second, placements[i].second),
+                         state[i].second) == 0.0,
+               what, ": the serial ", state[i].first, " cut by placement is not this rank's shard");
+  }
+}
+
+// The global gradient norm as the trainer's clipping computes it (every shard summed over the
+// tensor group, a replicated parameter counted on tensor rank 0 only, a shard repeated over the
+// depth layers on depth 0 only) against the serial one.
+inline void check_grad_norm(const nn::Module& twin, const nn::Module& serial,
+                            const ParallelContext& ctx, const std::string& what) {
+  const auto placements = twin.named_placements();
+  const auto params = twin.named_parameters();
+  const bool counts_replicated = ctx.tensor_group()->rank() == 0;
+  double local = 0, want = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const parallel::tensor::Placement& p = placements[i].second;
+    if (p.replicated() ? !counts_replicated : !p.counted_copy()) continue;
+    const Tensor g = params[i].second.grad().to(DType::f32).contiguous();
+    for (int64_t k = 0; k < g.numel(); ++k)
+      local += double(g.data<float>()[k]) * g.data<float>()[k];
+  }
+  for (const Tensor& p : serial.parameters()) {
+    const Tensor g = p.grad().to(DType::f32).contiguous();
+    for (int64_t k = 0; k < g.numel(); ++k) want += double(g.data<float>()[k]) * g.data<float>()[k];
+  }
+  Tensor total = from_vector<float>({float(local)}, {1});
+  ctx.tensor_group()->all_reduce(total)->wait();
+  const double got = std::sqrt(double(total.data<float>()[0])), norm = std::sqrt(want);
+  RANK_CHECK(std::fabs(got - norm) <= 1e-5 * norm, what, ": gradient norm ", got, ", serial ",
+             norm);
 }
 
 }  // namespace tessera::parallel::testing
