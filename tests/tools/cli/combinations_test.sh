@@ -85,8 +85,9 @@ for model in bert vit; do
           --set train.batch_size=8 --set train.micro_batch_size=2 --set train.eval_every=0
           --set schedule.warmup_steps=2 --set optimizer.lr=3e-3 --set logging.log_every=1
           --set checkpoint.dir=)
-  if [ "$model" = bert ]; then common+=(--set model.max_positions=32)
+  # BERT's vocabulary divides by q^3 = 8 for 3D (its decoder bias is cut in q^3 pieces).
+  if [ "$model" = bert ]; then common+=(--set model.max_positions=32 --set model.vocab_size=264)
   else common+=(--set model.image_size=16); fi  # 16 patches + the class token: padded under sp
-  check $model "dp pp" "pp tp" "pp sp" "dp sp tp" "pp tp2d" "dp ppi z3" "dp tp z2"
+  check $model "dp pp" "pp tp" "pp sp" "dp sp tp" "pp tp2d" "dp ppi z3" "dp tp z2" "pp tp3d"
 done
 finish
