@@ -71,6 +71,25 @@ class GraphTask {
     restricted_ = true;
   }
 
+  // Offers node the partial sums waiting at its next edges to add into (Node::apply_into).
+  bool try_apply_into(Node& node, const std::vector<Tensor>& grads) {
+    if (opts_.create_graph) return false;
+    std::vector<Tensor*> sums(node.next_edges.size(), nullptr);
+    bool any = false;
+    for (size_t i = 0; i < sums.size(); ++i) {
+      const Edge& e = node.next_edges[i];
+      if (!e.valid()) continue;
+      NodeState& s = states_.at(e.fn.get());
+      if (e.input_nr >= s.grads.size()) continue;
+      Tensor& slot = s.grads[e.input_nr];
+      if (slot.defined() && slot.is_sole_owner()) {
+        sums[i] = &slot;
+        any = true;
+      }
+    }
+    return any && node.apply_into(grads, sums);
+  }
+
   void add_grad(const Edge& e, Tensor g) {
     if (!e.valid() || !g.defined()) return;
     NodeState& s = states_.at(e.fn.get());
@@ -115,7 +134,7 @@ class GraphTask {
         std::string profiled;  // the node's name, kept while its scope times it
         std::optional<profiler::Scope> scope;
         if (profiler::enabled()) scope.emplace((profiled = node->name()).c_str(), "backward");
-        out = node->apply(std::move(grads));
+        if (!try_apply_into(*node, grads)) out = node->apply(std::move(grads));
         scope.reset();
         // create_graph keeps the graph too (PyTorch's default): the new graph refers to it.
         if (!opts_.retain_graph && !opts_.create_graph) node->release_saved();

@@ -43,6 +43,15 @@ class Node : public std::enable_shared_from_this<Node> {
   // grads[i]: gradient w.r.t. this node's output i (undefined when none flowed there).
   // Returns one gradient per next_edges entry (undefined where not needed).
   virtual std::vector<Tensor> apply(std::vector<Tensor>&& grads) = 0;
+  // Optional: adds what apply() would return into `sums` instead, and returns true; returns false,
+  // touching nothing, to have the engine call apply(). sums[i] is the partial gradient already
+  // waiting at next edge i when the engine may add into it (contiguous, nothing else holds it,
+  // not under create_graph), else null. A gradient that is sparse in a dense input (an
+  // embedding's looked-up rows) then costs no dense zeros and no dense add: a tied embedding's
+  // table gradient is scattered straight into the LM head's.
+  virtual bool apply_into(const std::vector<Tensor>& grads, const std::vector<Tensor*>& sums) {
+    return false;
+  }
   // Frees saved tensors once backward has used them (unless retain_graph).
   virtual void release_saved() {}
   // How many outputs the forward produced (grads.size() in apply).

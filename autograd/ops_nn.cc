@@ -165,6 +165,17 @@ struct EmbeddingBackward final : Node {
     if (g.numel() > 0) kernels::embedding_backward(g, ids.unpack("embedding"), gw);
     return {gw};
   }
+  // The table's gradient scattered into one already waiting (a tied LM head's): the kernel adds.
+  bool apply_into(const std::vector<Tensor>& grads, const std::vector<Tensor*>& sums) override {
+    if (!grads[0].defined() || !sums[0]) return false;
+    const Tensor& g = grads[0];
+    Tensor& sum = *sums[0];
+    if (sum.shape() != Shape{num_embeddings, g.size(-1)} || sum.dtype() != dtype ||
+        sum.device() != g.device())
+      return false;
+    if (g.numel() > 0) kernels::embedding_backward(g, ids.unpack("embedding"), sum);
+    return true;
+  }
   void release_saved() override { ids.reset(); }
 };
 

@@ -189,6 +189,26 @@ TEST_CASE("embedding looks up rows and scatters gradients back", "[autograd][emb
   CHECK(gradcheck(emb, {leaf(rnd({3, 5}, 42).transpose(0, 1))}));
 }
 
+TEST_CASE("a tied embedding's gradient adds into the head's: the sum of both, checked numerically",
+          "[autograd][embedding]") {
+  // wte used twice, as GPT ties it: looked up, then as the head's weight. The engine hands the
+  // head's (V, C) gradient to the embedding's backward, which scatters its rows into it
+  // (Node::apply_into); the result must be the sum of both paths.
+  Tensor ids = from_vector(std::vector<int64_t>{1, 3, 1, 0}, {4}, {.dtype = DType::i64});
+  auto tied = [ids](const std::vector<Tensor>& in) {
+    const Tensor h = tanh(embedding(in[0], ids));  // (4, C)
+    return linear(h, in[0], Tensor());             // (4, V): the head after the lookup
+  };
+  Tensor w = rnd({5, 3}, 43, true);
+  autograd::backward({sum(tied({w}))});
+  // The two paths separately, on copies: the same total.
+  Tensor a = rnd({5, 3}, 43, true), b = rnd({5, 3}, 43, true);
+  autograd::backward({sum(linear(tanh(embedding(a, ids)), b.detach(), Tensor()))});
+  autograd::backward({sum(linear(tanh(embedding(a.detach(), ids)), b, Tensor()))});
+  require_close(w.grad(), add(a.grad(), b.grad()), 1e-6, 1e-6);
+  CHECK(gradcheck(tied, {rnd({5, 3}, 44, true)}));
+}
+
 TEST_CASE("embedding rejects ids out of range, naming the id and V", "[autograd][embedding]") {
   Tensor w = rnd({5, 3}, 43);
   REQUIRE_THROWS_WITH(embedding(w, from_vector(std::vector<int64_t>{0, 7}, {2}, {.dtype = DType::i64})),
