@@ -2,7 +2,7 @@
 # The paper's sequence parallelism through `mpirun -np N tessera train --set
 # parallel.sequence.size=S`: the tiny GPT with dropout on, each attention mode (ring, all_to_all,
 # ring_flash) on 2 and 4 sequence ranks, sp 2 x ZeRO 2, sp 2 x pp 2, sp 2 x tp 2 in each mode and
-# pp 2 x sp 2 x tp 2 give the serial run's
+# pp 2 x sp 2 x tp 2 give, over 20 steps, the serial run's
 # losses (1e-5 relative), validation loss and generated sample; a sequence-parallel checkpoint
 # resumes serially; layouts that cannot split are refused naming the numbers. Then BERT (masked LM:
 # the loss a mean over masked positions that fall unevenly on the shards) and ViT (the class token
@@ -16,7 +16,7 @@ tessera=$(realpath "$1")
 cfg=$here/tiny_gpt.json
 work=$TMPDIR/work
 mkdir -p "$work"
-common=(--config "$cfg" --set train.steps=8 --set logging.log_every=1 --set train.micro_batch_size=4
+common=(--config "$cfg" --set train.steps=20 --set logging.log_every=1 --set train.micro_batch_size=4
         --set train.eval_every=4 --set train.sample_tokens=8 --set model.dropout=0.1
         --set model.attn_dropout=0.1 --set model.n_heads=4)
 
@@ -40,7 +40,7 @@ same_eval_and_sample() {  # NAME [REFERENCE=serial]
   else fail "$1: sample differs: '$got' vs '$want'"; fi
 }
 
-train serial 1 "step 8/8" --set checkpoint.dir="$work/ck-serial"
+train serial 1 "step 20/20" --set checkpoint.dir="$work/ck-serial"
 for mode in ring all_to_all ring_flash; do
   for s in 2 4; do
     train "sp$s-$mode" "$s" "sequence parallel: $mode attention over $s ranks" \
@@ -72,7 +72,7 @@ compare "sp 2 x ZeRO 2 vs serial" "$work/serial.jsonl" "$work/sp2z2.jsonl" 1e-5
 
 # sp 2 x pp 2 (2 blocks, one per stage): every stage holds its T/S positions of each sequence;
 # the last stage gathers the positions' logits for evaluation and the sample.
-train serial-l2 1 "step 8/8" --set model.n_layers=2
+train serial-l2 1 "step 20/20" --set model.n_layers=2
 for mode in ring ring_flash; do
   train "pp2sp2-$mode" 4 "pipeline: 1f1b over 2 stages" --set model.n_layers=2 \
     --set parallel.pipeline=2 --set parallel.sequence.size=2 --set parallel.sequence.mode=$mode
@@ -93,7 +93,7 @@ same_eval_and_sample pp2sp2tp2 serial-l2
 
 # The checkpoint holds the serial model: it resumes on one process with the serial run's next losses.
 for from in serial sp2; do
-  mpi 1 120 "$tessera" train "${common[@]}" --set train.steps=10 --set checkpoint.dir="$work/ck-$from" \
+  mpi 1 120 "$tessera" train "${common[@]}" --set train.steps=22 --set checkpoint.dir="$work/ck-$from" \
     --set logging.metrics="$work/next-$from.jsonl"
   expect_ok "resume the $from checkpoint serially" "resumed from"
 done
@@ -110,13 +110,13 @@ same_eval() {  # same_eval NAME WANT_LOG PATTERN
 }
 gpt_common=("${common[@]}")  # train() reads common: each model's own below
 for model in bert vit; do
-  common=(--config "$here/../../../tools/configs/$model-tiny.json" --set train.steps=4
+  common=(--config "$here/../../../tools/configs/$model-tiny.json" --set train.steps=20
           --set schedule.warmup_steps=2 --set logging.log_every=1 --set train.batch_size=8
           --set train.eval_every=4 --set train.eval_batches=2 --set model.dropout=0.1
           --set model.attn_dropout=0.1 --set checkpoint.dir=)
   [ "$model" = vit ] && common+=(--set model.image_size=28)
   [ "$model" = bert ] && val="val mlm loss [0-9.]*" || val="val loss [0-9.]*"
-  train "$model-serial" 1 "step 4/4"
+  train "$model-serial" 1 "step 20/20"
   for mode in ring all_to_all ring_flash; do
     train "$model-sp2-$mode" 2 "sequence parallel: $mode attention over 2 ranks" \
       --set parallel.sequence.size=2 --set parallel.sequence.mode=$mode
