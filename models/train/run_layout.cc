@@ -157,17 +157,28 @@ void check_2d_batch(const TrainConfig& c) {
            c.train.batch_size, " over ", c.parallel.data, " data-parallel ranks)");
 }
 
-// The paper's sequence parallelism (parallel.sequence): GPT, BERT and ViT on the CPU, with data
-// parallelism and ZeRO; the sequence (ViT: the class token and the patches) must split over the
-// group, and the heads for all_to_all.
+// The paper's sequence parallelism (parallel.sequence): GPT, BERT and ViT on the CPU, with data,
+// pipeline and tensor parallelism (2D, 2.5D, 3D with dropout off) and ZeRO; the sequence (ViT: the
+// class token and the patches) must split over the group, and the heads for all_to_all.
 void check_sequence(const TrainConfig& c) {
   const parallel::ParallelConfig& p = c.parallel;
   const std::string what = "parallel.sequence " + std::to_string(p.sequence);
-  TS_CHECK(p.tensor.size == 1 || (p.tensor.mode == "1d" && !p.tensor.sequence_parallel), "config",
-           what, " with parallel.tensor.size ", p.tensor.size, " (mode ", p.tensor.mode,
-           p.tensor.sequence_parallel ? ", sequence_parallel" : "",
-           "): sequence parallelism combines with 1D tensor parallelism without its own "
-           "sequence_parallel (both would split the positions) in this version of Tessera");
+  TS_CHECK(p.tensor.size == 1 || !p.tensor.sequence_parallel, "config", what,
+           " with parallel.tensor.size ", p.tensor.size, " (mode ", p.tensor.mode,
+           ", sequence_parallel): Megatron's sequence parallelism and the paper's would both split "
+           "the positions; set parallel.tensor.sequence_parallel to false or parallel.sequence to 1");
+  // 2D, 2.5D and 3D cut the batch and the features too: a Dropout's piece of the serial mask
+  // would then be a block in three dims, which DropoutChunk (one chunked dim and the batch) does
+  // not describe.
+  const bool grid = p.tensor.size > 1 && p.tensor.mode != "1d";
+  const double dropout = c.kind == ModelKind::gpt    ? std::max(c.gpt.dropout, c.gpt.attn_dropout)
+                         : c.kind == ModelKind::bert ? std::max(c.bert.dropout, c.bert.attn_dropout)
+                                                     : std::max(c.vit.dropout, c.vit.attn_dropout);
+  TS_CHECK(!grid || dropout == 0.0, "config", what, " with parallel.tensor.mode ", p.tensor.mode,
+           ": expected model.dropout and model.attn_dropout 0, got ", dropout,
+           " (the serial masks' pieces would be cut in the sequence, the batch and the features "
+           "at once, which this version of Tessera does not draw); set them to 0, or use "
+           "parallel.tensor.mode 1d");
   TS_CHECK(c.train.device == "cpu", "config", what, " with train.device ", c.train.device,
            ": sequence parallelism runs on the CPU in this version of Tessera");
   const bool zigzag = p.sequence_layout == "zigzag";
@@ -209,13 +220,14 @@ void check_sequence(const TrainConfig& c) {
   const int64_t heads = c.kind == ModelKind::gpt    ? c.gpt.n_heads
                         : c.kind == ModelKind::bert ? c.bert.n_heads
                                                     : c.vit.n_heads;
-  // Under 1D tensor parallelism each rank holds heads / tensor.size of them, which all_to_all
-  // deals out over the sequence ranks.
-  const int64_t tp = p.tensor.size;
+  // Under tensor parallelism each rank holds a share of the heads (1D: 1 / size, 2D and 2.5D:
+  // 1 / q, 3D: 1 / q^2), which all_to_all deals out over the sequence ranks.
+  const int64_t q = parallel::tensor_grid_dim(p.tensor);
+  const int64_t tp = p.tensor.mode == "3d" ? q * q : q;
   TS_CHECK(p.sequence_mode != "all_to_all" || heads % (tp * p.sequence) == 0, "config", what,
            " in mode all_to_all moves heads between the ranks: expected model.n_heads ", heads,
-           tp > 1 ? str_cat(" divisible by parallel.tensor.size ", tp, " x ", p.sequence, " = ",
-                            tp * p.sequence)
+           tp > 1 ? str_cat(" divisible by the tensor ranks' head split ", tp, " x ", p.sequence,
+                            " = ", tp * p.sequence)
                   : str_cat(" divisible by ", p.sequence));
 }
 

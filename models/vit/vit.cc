@@ -148,7 +148,9 @@ Tensor ViT::run_blocks(Tensor x, int64_t begin, int64_t end) {
   Tensor mask;
   if (sequence_padding_ > 0) {
     const int64_t tokens = config_.num_patches() + 1;
-    Tensor keep = ones({x.size(0), tokens + sequence_padding_}, {.device = x.device()});
+    // The whole batch's rows: 2D and 3D attention take the mask of every row of the batch.
+    const int64_t b = split3d_.on() ? split3d_.batch(x) : split2d_.batch(x);
+    Tensor keep = ones({b, tokens + sequence_padding_}, {.device = x.device()});
     keep.narrow(1, tokens, sequence_padding_).zero_();
     mask = ne(keep, zeros_like(keep));  // (B, T') bool
   }

@@ -77,7 +77,8 @@ check gpt \
   "dp pp" "dp sp" "dp tp" "pp sp" "pp tp" "sp tp" "dp z1" "dp z2" "dp z3" "pp tpsp" "dp tpsp" \
   "dp tp2d" "pp tp2d" "dp pp sp" "dp pp tp" "dp sp tp" "pp sp tp" "pp spa tp" "dp spr tp z1" \
   "dp pp z1" "dp pp z2" "dp ppi z3" "dp ppz z1" "dp sp z3" "dp tp z2" "dp tp z3" "dp ppi tp" \
-  "pp tp3d" "pp tp25d" "dp tp2d z2" "dp tp3d z1" "dp pp sp tp z1"
+  "pp tp3d" "pp tp25d" "dp tp2d z2" "dp tp3d z1" "sp tp2d" "sp tp3d" "pp sp tp2d"
+  "dp pp sp tp z1"
 
 for model in bert vit; do
   common=(--config "$configs/$model-tiny.json" --set model.n_layers=4 --set model.d_model=32
@@ -88,6 +89,7 @@ for model in bert vit; do
   # BERT's vocabulary divides by q^3 = 8 for 3D (its decoder bias is cut in q^3 pieces).
   if [ "$model" = bert ]; then common+=(--set model.max_positions=32 --set model.vocab_size=264)
   else common+=(--set model.image_size=16); fi  # 16 patches + the class token: padded under sp
-  check $model "dp pp" "pp tp" "pp sp" "dp sp tp" "pp tp2d" "dp ppi z3" "dp tp z2" "pp tp3d"
+  check $model "dp pp" "pp tp" "pp sp" "dp sp tp" "pp tp2d" "dp ppi z3" "dp tp z2" "pp tp3d" \
+    "sp tp2d"
 done
 finish

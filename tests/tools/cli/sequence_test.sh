@@ -176,8 +176,11 @@ expect_error "heads for all_to_all" "model.n_heads 1 divisible by 2" 30
 mpi 4 60 "$tessera" train "${common[@]}" --set parallel.sequence.size=2 --set parallel.tensor.size=2 \
   --set parallel.sequence.mode=all_to_all --set model.n_heads=2
 expect_error "heads for all_to_all under tp 2" \
-  "model.n_heads 2 divisible by parallel.tensor.size 2 x 2 = 4" 30
+  "model.n_heads 2 divisible by the tensor ranks' head split 2 x 2 = 4" 30
 mpi 4 60 "$tessera" train "${common[@]}" --set parallel.sequence.size=2 --set parallel.tensor.size=2 \
   --set parallel.tensor.sequence_parallel=true
-expect_error "two sequence splits" "both would split the positions" 30
+expect_error "two sequence splits" "would both split the positions" 30
+mpi 8 60 "$tessera" train "${common[@]}" --set parallel.sequence.size=2 --set parallel.tensor.size=4 \
+  --set parallel.tensor.mode=2d
+expect_error "sp x 2d with dropout" "with parallel.tensor.mode 2d: expected model.dropout and model.attn_dropout 0, got 0.1" 30
 finish
