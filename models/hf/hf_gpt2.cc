@@ -1,4 +1,6 @@
 // Hugging Face GPT-2 -> Tessera GPT names (see hf_names.h and README.md).
+#include <cstring>
+
 #include "autograd/ops.h"
 #include "models/hf/hf_common.h"
 
@@ -6,6 +8,17 @@ namespace tessera::hf {
 
 using detail::split_layer;
 using detail::strip_prefix;
+
+namespace {
+
+// A checkpoint read back holds a tied weight under both names as two tensors of equal bytes.
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  const Tensor x = a.to(kCPU).contiguous(), y = b.to(kCPU).contiguous();
+  return std::memcmp(x.data_ptr(), y.data_ptr(), size_t(x.numel()) * dtype_size(x.dtype())) == 0;
+}
+
+}  // namespace
 
 NamedTensors from_hf_gpt2(const NamedTensors& hf) {
   const char* op = "from_hf_gpt2";
@@ -44,6 +57,32 @@ NamedTensors from_hf_gpt2(const NamedTensors& hf) {
   TS_CHECK(wte.defined(), op, "expected wte.weight (the token embedding) among ", hf.size(),
            " tensors, got none");
   out.emplace_back("lm_head.weight", lm_head.defined() ? lm_head : wte);
+  return out;
+}
+
+NamedTensors to_hf_gpt2(const NamedTensors& ours) {
+  const char* op = "to_hf_gpt2";
+  NamedTensors out;
+  Tensor wte, lm_head;
+  for (const auto& [name, t] : ours) {
+    if (name == "lm_head.weight") {
+      lm_head = t.detach();
+      continue;
+    }
+    if (name == "wte.weight") wte = t.detach();
+    const auto layer = split_layer(name, "h.");
+    const std::string rest = layer ? layer->second : "";
+    const bool conv1d = rest == "attn.c_attn.weight" || rest == "attn.c_proj.weight" ||
+                        rest == "mlp.c_fc.weight" || rest == "mlp.c_proj.weight";
+    TS_CHECK(layer || name == "wte.weight" || name == "wpe.weight" || name == "ln_f.weight" ||
+                 name == "ln_f.bias",
+             op, "expected a Tessera GPT tensor name, got '", name, "'");
+    // Linear (out, in) -> Conv1D (in, out).
+    out.emplace_back("transformer." + name, conv1d ? detail::transposed(t, op, name) : t.detach());
+  }
+  TS_CHECK(wte.defined(), op, "expected wte.weight among ", ours.size(), " tensors, got none");
+  const bool tied = !lm_head.defined() || lm_head.is_same(wte) || same_bytes(lm_head, wte);
+  if (!tied) out.emplace_back("lm_head.weight", lm_head);
   return out;
 }
 

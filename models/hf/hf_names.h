@@ -20,6 +20,9 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 // (in, out) become Linear weights (out, in). lm_head.weight comes from the file when present, else
 // from wte.weight (the head is tied).
 NamedTensors from_hf_gpt2(const NamedTensors& hf);
+// The reverse, for export: our GPT's state_dict() in GPT2LMHeadModel's layout ("transformer."
+// names, Conv1D weights (in, out)); a tied lm_head.weight is left out, as Hugging Face's files do.
+NamedTensors to_hf_gpt2(const NamedTensors& ours);
 
 // BertModel / BertForMaskedLM / BertForPreTraining / BertForSequenceClassification tensors, with or
 // without the "bert." prefix; old LayerNorm.gamma / beta names accepted. query, key and value are

@@ -16,6 +16,8 @@ int run_eval(const std::vector<std::string>& args);
 int run_generate(const std::vector<std::string>& args);
 // `checkpoint inspect DIR`: step, layout, tensors, bytes; checksums verified (exit 1 on damage).
 int run_checkpoint_inspect(const std::vector<std::string>& args);
+// `checkpoint export DIR OUT --format hf`: a GPT checkpoint as a Hugging Face GPT-2 directory.
+int run_checkpoint_export(const std::vector<std::string>& args);
 
 extern const char* const kTrainUsage;
 extern const char* const kEvalUsage;

@@ -6,7 +6,12 @@
 
 #include "autograd/ops.h"
 #include "models/gpt/gpt.h"
+#include <filesystem>
+#include <map>
+
+#include "models/hf/export_hf.h"
 #include "models/hf/load_hf.h"
+#include "models/io/atomic_file.h"
 #include "models/io/safetensors.h"
 #include "optim/adam.h"
 #include "tests/models/gpt/model_fixture.h"
@@ -101,6 +106,44 @@ TEST_CASE("GPT-2 weights from a Hugging Face safetensors file give PyTorch's log
     CHECK(msg.find(path) != std::string::npos);
     CHECK(msg.find("wte.weight") != std::string::npos);
   }
+}
+
+TEST_CASE("Export gives back Hugging Face's GPT-2 tensors, and a directory that loads",
+          "[gpt][reference][hf]") {
+  const auto& f = fixture();
+  auto model = reference_model();
+  std::map<std::string, Tensor> exported;
+  for (const auto& [name, t] : hf::to_hf_gpt2(model->state_dict())) exported[name] = t;
+  size_t compared = 0;
+  for (const auto& [hf_name, t] : f.hf_params) {
+    const std::string name =
+        hf_name.rfind("transformer.", 0) == 0 || hf_name == "lm_head.weight" ? hf_name
+                                                                              : "transformer." + hf_name;
+    const bool buffer = name.size() > 10 && (name.substr(name.size() - 10) == ".attn.bias" ||
+                                             name.find("masked_bias") != std::string::npos);
+    if (buffer || name == "lm_head.weight") continue;  // the causal masks; the tied head
+    INFO(name);
+    REQUIRE(exported.count(name) == 1);
+    require_close(exported[name], t.to(exported[name].dtype()), 0.0, 0.0);
+    ++compared;
+  }
+  CHECK(compared == exported.size());  // nothing more: the tied head is left out
+
+  const std::string dir = testing::scratch_path("gpt2_export");
+  std::filesystem::remove_all(dir);
+  hf::export_hf_gpt2(model->state_dict(), model->config(), dir);
+  const nlohmann::json config = nlohmann::json::parse(io::read_file(dir + "/config.json", "test"));
+  CHECK(config["model_type"] == "gpt2");
+  CHECK(config["n_layer"] == model->config().n_layers);
+  CHECK(config["n_embd"] == model->config().d_model);
+  Generator gen(5);
+  GPT other(model->config(), gen);
+  nn::LoadResult r = hf::load_hf_gpt2(other, dir + "/model.safetensors");
+  CHECK(r.missing_keys.empty());
+  autograd::NoGradGuard no_grad;
+  require_close(other.forward(f.inputs.at("ids")), model->forward(f.inputs.at("ids")), 0.0, 0.0);
+  CHECK_THROWS_WITH(hf::export_hf_gpt2(model->state_dict(), model->config(), dir),
+                    Catch::Contains("expected a new output directory"));
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 # `tessera checkpoint inspect`: a tiny run's checkpoint lists the step, model, layout and every
 # tensor with the shapes and bytes its safetensors headers hold (read independently here), all
 # checksums verified; a 2-rank ZeRO-1 checkpoint shows that layout; a truncated file, a flipped
-# byte and a missing file are each reported naming the tensor (or file) with exit code 1.
+# byte and a missing file are each reported naming the tensor (or file) with exit code 1;
+# `checkpoint export --format hf` writes a Hugging Face GPT-2 directory.
 # Usage: checkpoint_inspect_test.sh TESSERA
 set -u
 here=$(dirname "$0")
@@ -49,6 +50,24 @@ done
 grep -qF "total: $count tensors, $bytes bytes of tensor data" "$LOG" && echo "ok: $count tensors, $bytes bytes, as the headers say" ||
   fail "inspect: totals differ from the headers' $count tensors, $bytes bytes"
 grep -qF "checksums: $count of $count verified, 0 problem(s)" "$LOG" || fail "inspect: not every checksum verified"
+
+# `checkpoint export --format hf`: a Hugging Face GPT-2 directory. Its headers hold GPT-2's names
+# and Conv1D layout (c_attn (C, 3C)), no tied lm_head; config.json has GPT2Config's fields.
+run 60 "$tessera" checkpoint export "$work/ck" "$work/hf" --format hf
+expect_ok "export to Hugging Face" "exported $ck (step 3) to $work/hf"
+hf_rows=$(headers "$work/hf/model.safetensors")
+if grep -qE "^transformer\.h\.0\.attn\.c_attn\.weight F32 32,96 " <<<"$hf_rows" &&
+   grep -qE "^transformer\.wte\.weight F32 256,32 " <<<"$hf_rows" &&
+   ! grep -q "lm_head" <<<"$hf_rows" &&
+   [ "$(wc -l <<<"$hf_rows")" -eq "$(( $(headers "$ck/model.safetensors" | wc -l) - 1 ))" ]; then
+  echo "ok: the export holds GPT-2's names and layout"
+else fail "export: unexpected tensors: $hf_rows"; fi
+python3 -c "import json,sys; c=json.load(open(sys.argv[1])); assert (c['model_type'], c['n_layer'], c['n_head'], c['n_embd'], c['vocab_size'], c['n_positions']) == ('gpt2', 1, 2, 32, 256, 32), c" \
+  "$work/hf/config.json" >"$LOG" 2>&1 && echo "ok: config.json is GPT2Config's" || fail "export: config.json: $(cat "$LOG")"
+run 60 "$tessera" checkpoint export "$work/ck" "$work/hf" --format hf
+expect_error "export over an existing directory" "expected a new output directory" 30
+run 60 "$tessera" checkpoint export "$work/ck" "$work/hf2" --format onnx
+expect_error "export to an unknown format" "expected --format hf, got 'onnx'" 30
 
 # A 2-rank ZeRO-1 run: the layout it was written under (parallel.data left to the job: the
 # checkpoint records its world size).
@@ -97,6 +116,6 @@ expect_error "inspect a directory that holds no checkpoint" "found neither"
 run 60 "$tessera" checkpoint inspect
 expect_error "inspect without DIR" "expected a checkpoint DIR"
 run 60 "$tessera" checkpoint nosuch
-expect_error "unknown checkpoint subcommand" "expected the subcommand 'inspect', got 'nosuch'"
+expect_error "unknown checkpoint subcommand" "expected the subcommand 'inspect' or 'export', got 'nosuch'"
 
 finish

@@ -1,0 +1,24 @@
+// Writing Tessera models as Hugging Face model directories: model.safetensors in the Hugging Face
+// layout (hf_names.h) and the config.json transformers reads, so a model trained here loads with
+// GPT2LMHeadModel.from_pretrained(dir).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "models/gpt/gpt_config.h"
+#include "models/hf/hf_names.h"
+
+namespace tessera::hf {
+
+// GPT2Config's fields for `config` (model_type gpt2, GPT2LMHeadModel, tanh GELU as GPT-2's).
+nlohmann::json gpt2_hf_config(const gpt::GPTConfig& config);
+
+// Writes `dir`/model.safetensors (to_hf_gpt2 of `state`, a GPT's state_dict()) and
+// `dir`/config.json, into a fresh directory that appears whole or not at all. Throws ValueError
+// for an existing `dir`, and for a GPT Hugging Face's GPT-2 cannot express (no biases, or an
+// untied head is fine; biases off is not).
+void export_hf_gpt2(const NamedTensors& state, const gpt::GPTConfig& config,
+                    const std::string& dir);
+
+}  // namespace tessera::hf
