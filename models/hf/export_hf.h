@@ -16,8 +16,8 @@ nlohmann::json gpt2_hf_config(const gpt::GPTConfig& config);
 
 // Writes `dir`/model.safetensors (to_hf_gpt2 of `state`, a GPT's state_dict()) and
 // `dir`/config.json, into a fresh directory that appears whole or not at all. Throws ValueError
-// for an existing `dir`, and for a GPT Hugging Face's GPT-2 cannot express (no biases, or an
-// untied head is fine; biases off is not).
+// for an existing `dir` and for a GPT that GPT-2 cannot express (model.bias false: GPT-2 has biases
+// everywhere). An untied head is written as lm_head.weight with tie_word_embeddings false.
 void export_hf_gpt2(const NamedTensors& state, const gpt::GPTConfig& config,
                     const std::string& dir);
 
