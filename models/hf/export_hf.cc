@@ -31,6 +31,31 @@ nlohmann::json gpt2_hf_config(const gpt::GPTConfig& c) {
           {"tie_word_embeddings", c.tie_embeddings}};
 }
 
+gpt::GPTConfig gpt_config_from_hf(const nlohmann::json& hf, const std::string& where) {
+  const char* op = "hf config";
+  TS_CHECK(hf.is_object() && hf.value("model_type", "") == "gpt2", op, where,
+           ": expected a GPT-2 config.json (\"model_type\": \"gpt2\"), got ",
+           hf.is_object() ? "model_type '" + hf.value("model_type", std::string("none")) + "'"
+                          : hf.dump());
+  const std::string act = hf.value("activation_function", std::string("gelu_new"));
+  TS_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh", op, where,
+           ": expected GPT-2's tanh GELU (activation_function gelu_new), got '", act, "'");
+  gpt::GPTConfig c;
+  c.vocab_size = hf.value("vocab_size", int64_t(50257));
+  c.context_length = hf.value("n_positions", int64_t(1024));
+  c.d_model = hf.value("n_embd", int64_t(768));
+  c.n_layers = hf.value("n_layer", int64_t(12));
+  c.n_heads = hf.value("n_head", int64_t(12));
+  c.mlp_hidden = hf.contains("n_inner") && !hf["n_inner"].is_null() ? hf["n_inner"].get<int64_t>() : 0;
+  c.ln_eps = hf.value("layer_norm_epsilon", 1e-5);
+  c.tie_embeddings = hf.value("tie_word_embeddings", true);
+  c.init_std = hf.value("initializer_range", 0.02);
+  c.dropout = 0.0;  // evaluation and generation: dropout is off anyway
+  c.attn_dropout = 0.0;
+  c.validate();
+  return c;
+}
+
 void export_hf_gpt2(const NamedTensors& state, const gpt::GPTConfig& config,
                     const std::string& dir) {
   const char* op = "export_hf_gpt2";

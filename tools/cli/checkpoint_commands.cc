@@ -17,6 +17,9 @@
 #include "models/data/token_dataset.h"
 #include "models/data/tokenizer.h"
 #include "models/gpt/gpt.h"
+#include "models/hf/export_hf.h"
+#include "models/hf/load_hf.h"
+#include "models/io/atomic_file.h"
 #include "models/train/progress.h"
 #include "models/train/train_device.h"
 #include "models/train/train_state.h"
@@ -25,9 +28,11 @@
 namespace tessera::cli {
 
 const char* const kEvalUsage =
-    "usage: tessera eval --checkpoint DIR --data FILE [--data-format tessera|llmc|u16]\n"
+    "usage: tessera eval --checkpoint DIR | --hf DIR --data FILE [--data-format tessera|llmc|u16]\n"
     "                    [--batch-size B] [--max-batches N] [--device cpu|cuda|cuda:N]\n"
     "  --checkpoint DIR   a checkpoint (step-N directory) or the directory holding them (latest)\n"
+    "  --hf DIR           instead: a Hugging Face GPT-2 directory (config.json, model.safetensors;\n"
+    "                     what tessera checkpoint export writes), scored in windows of its context\n"
     "  --data FILE        token file (tessera data prepare); scored in consecutive windows of the\n"
     "                     model's training length\n"
     "  --data-format F    the file's layout: tessera (tessera data prepare), llmc (llm.c's .bin)\n"
@@ -41,7 +46,7 @@ const char* const kEvalUsage =
     "  live: from the first batch).\n";
 
 const char* const kGenerateUsage =
-    "usage: tessera generate --checkpoint DIR [--prompt TEXT] [--max-new-tokens N]\n"
+    "usage: tessera generate --checkpoint DIR | --hf DIR [--prompt TEXT] [--max-new-tokens N]\n"
     "                        [--temperature T] [--top-k K] [--seed S]\n"
     "                        [--tokenizer byte|gpt2 --vocab vocab.json --merges merges.txt]\n"
     "                        [--device cpu|cuda|cuda:N]\n"
@@ -59,6 +64,29 @@ struct LoadedGpt {
 // The --device flag's device for `command` (cuda: device 0 unless cuda:N).
 Device cli_device(const std::string& spec, const char* command) {
   return train::resolve_train_device(spec, 0, {.op = command, .key = "--device"});
+}
+
+// A Hugging Face GPT-2 directory (config.json, model.safetensors): the model its config
+// describes with its weights; the rest of the configuration at its defaults (the byte tokenizer
+// unless --tokenizer says otherwise, windows of the model's context length).
+LoadedGpt load_hf_dir(const std::string& dir, Device device) {
+  LoadedGpt g;
+  g.dir = dir;
+  const std::string config_path = dir + "/config.json";
+  nlohmann::json hf_config;
+  try {
+    hf_config = nlohmann::json::parse(io::read_file(config_path, "hf"));
+  } catch (const nlohmann::json::exception& e) {
+    TS_FAIL("hf", config_path, ": not valid JSON: ", e.what());
+  }
+  g.config.kind = train::ModelKind::gpt;
+  g.config.gpt = hf::gpt_config_from_hf(hf_config, config_path);
+  Generator gen(0);
+  g.model = std::make_unique<gpt::GPT>(g.config.gpt, gen);
+  hf::load_hf_gpt2(*g.model, dir + "/model.safetensors");
+  g.model->to(device);
+  g.model->eval();
+  return g;
 }
 
 // Reads the checkpoint on the CPU, then moves the model to `device`.
@@ -138,7 +166,7 @@ int report_error(const char* command, const std::exception& e) {
 
 int run_eval(const std::vector<std::string>& args) {
   try {
-    std::string checkpoint, data_path, data_format, device = "cpu";
+    std::string checkpoint, hf_dir, data_path, data_format, device = "cpu";
     long long batch = 8, max_batches = -1;
     ArgReader r(args, "eval");
     while (r.next()) {
@@ -147,6 +175,8 @@ int run_eval(const std::vector<std::string>& args) {
         return 0;
       } else if (r.name() == "--checkpoint")
         checkpoint = r.value();
+      else if (r.name() == "--hf")
+        hf_dir = r.value();
       else if (r.name() == "--data")
         data_path = r.value();
       else if (r.name() == "--data-format")
@@ -162,12 +192,12 @@ int run_eval(const std::vector<std::string>& args) {
       else
         r.unknown();
     }
-    TS_CHECK(!checkpoint.empty() && !data_path.empty(), "eval",
-             "expected --checkpoint DIR and --data FILE (see --help)");
+    TS_CHECK(checkpoint.empty() != hf_dir.empty() && !data_path.empty(), "eval",
+             "expected --checkpoint DIR or --hf DIR, and --data FILE (see --help)");
     TS_CHECK(batch > 0, "eval", "expected --batch-size > 0, got ", batch);
     const data::TokenFormat format = eval_data_format(data_path, data_format);
     const Device dev = cli_device(device, "eval");
-    LoadedGpt g = load_gpt(checkpoint, dev);
+    LoadedGpt g = hf_dir.empty() ? load_gpt(checkpoint, dev) : load_hf_dir(hf_dir, dev);
     const int64_t T = g.config.seq_len();
     data::TokenDataset ds(data_path, {.context = T,
                                       .shuffle = false,
@@ -204,7 +234,7 @@ int run_eval(const std::vector<std::string>& args) {
 
 int run_generate(const std::vector<std::string>& args) {
   try {
-    std::string checkpoint, tokenizer_kind, vocab, merges, device = "cpu";
+    std::string checkpoint, hf_dir, tokenizer_kind, vocab, merges, device = "cpu";
     std::optional<std::string> prompt;
     long long max_new = 200, top_k = 0, seed = 0;
     double temperature = 0.8;
@@ -215,6 +245,8 @@ int run_generate(const std::vector<std::string>& args) {
         return 0;
       } else if (r.name() == "--checkpoint")
         checkpoint = r.value();
+      else if (r.name() == "--hf")
+        hf_dir = r.value();
       else if (r.name() == "--prompt")
         prompt = r.value();
       else if (r.name() == "--max-new-tokens")
@@ -236,12 +268,13 @@ int run_generate(const std::vector<std::string>& args) {
       else
         r.unknown();
     }
-    TS_CHECK(!checkpoint.empty(), "generate", "expected --checkpoint DIR (see --help)");
+    TS_CHECK(checkpoint.empty() != hf_dir.empty(), "generate",
+             "expected --checkpoint DIR or --hf DIR (see --help)");
     TS_CHECK(max_new >= 0 && temperature >= 0 && top_k >= 0, "generate",
              "expected --max-new-tokens, --temperature and --top-k >= 0, got ", max_new, ", ",
              temperature, ", ", top_k);
     const Device dev = cli_device(device, "generate");
-    LoadedGpt g = load_gpt(checkpoint, dev);
+    LoadedGpt g = hf_dir.empty() ? load_gpt(checkpoint, dev) : load_hf_dir(hf_dir, dev);
     const train::DataSection& d = g.config.data;
     auto tokenizer =
         data::make_tokenizer({.kind = tokenizer_kind.empty() ? d.tokenizer : tokenizer_kind,

@@ -136,6 +136,11 @@ TEST_CASE("Export gives back Hugging Face's GPT-2 tensors, and a directory that 
   CHECK(config["model_type"] == "gpt2");
   CHECK(config["n_layer"] == model->config().n_layers);
   CHECK(config["n_embd"] == model->config().d_model);
+  // Read back, the config builds the same model (what tessera eval / generate --hf do).
+  const GPTConfig back = hf::gpt_config_from_hf(config, "config.json");
+  CHECK(back.to_json() == GPTConfig(model->config()).to_json());
+  CHECK_THROWS_WITH(hf::gpt_config_from_hf({{"model_type", "bert"}}, "x/config.json"),
+                    Catch::Contains("x/config.json: expected a GPT-2 config.json"));
   Generator gen(5);
   GPT other(model->config(), gen);
   nn::LoadResult r = hf::load_hf_gpt2(other, dir + "/model.safetensors");

@@ -64,6 +64,25 @@ if grep -qE "^transformer\.h\.0\.attn\.c_attn\.weight F32 32,96 " <<<"$hf_rows" 
 else fail "export: unexpected tensors: $hf_rows"; fi
 python3 -c "import json,sys; c=json.load(open(sys.argv[1])); assert (c['model_type'], c['n_layer'], c['n_head'], c['n_embd'], c['vocab_size'], c['n_positions']) == ('gpt2', 1, 2, 32, 256, 32), c" \
   "$work/hf/config.json" >"$LOG" 2>&1 && echo "ok: config.json is GPT2Config's" || fail "export: config.json: $(cat "$LOG")"
+# The exported directory read back with --hf scores and generates as the checkpoint does.
+for i in $(seq 40); do echo "the old dogs read books. the cat sees mice."; done >"$work/text.txt"
+run 60 "$tessera" data prepare --input "$work/text.txt" --output "$work/text.tok" --tokenizer byte --quiet
+expect_ok "prepare a token file" ""
+for from in "--checkpoint $work/ck" "--hf $work/hf"; do
+  # shellcheck disable=SC2086  # the flag and its directory
+  run 60 "$tessera" eval $from --data "$work/text.tok"
+  expect_ok "eval $from" "perplexity"
+  grep -o "loss [0-9.]* | perplexity [0-9.]*" "$LOG" >"$work/eval-${from%% *}.txt"
+  # shellcheck disable=SC2086
+  run 60 "$tessera" generate $from --prompt "the cat" --max-new-tokens 24 --temperature 0
+  expect_ok "generate $from" ""
+  cp "$LOG" "$work/gen-${from%% *}.txt"
+done
+if [ -s "$work/eval---hf.txt" ] && cmp -s "$work/eval---checkpoint.txt" "$work/eval---hf.txt"; then
+  echo "ok: eval --hf of the export equals the checkpoint's: $(cat "$work/eval---hf.txt")"
+else fail "eval --hf '$(cat "$work/eval---hf.txt")' vs '$(cat "$work/eval---checkpoint.txt")'"; fi
+cmp -s "$work/gen---checkpoint.txt" "$work/gen---hf.txt" && echo "ok: generate --hf equals the checkpoint's" ||
+  fail "generate --hf differs: $(cat "$work/gen---hf.txt") vs $(cat "$work/gen---checkpoint.txt")"
 run 60 "$tessera" checkpoint export "$work/ck" "$work/hf" --format hf
 expect_error "export over an existing directory" "expected a new output directory" 30
 run 60 "$tessera" checkpoint export "$work/ck" "$work/hf2" --format onnx
