@@ -1,10 +1,7 @@
 // Hugging Face model directories from Tessera models (see export_hf.h).
 #include "models/hf/export_hf.h"
 
-#include <stdlib.h>
-
 #include <filesystem>
-#include <system_error>
 
 #include "core/error.h"
 #include "models/io/atomic_file.h"
@@ -64,22 +61,10 @@ void export_hf_gpt2(const NamedTensors& state, const gpt::GPTConfig& config,
            "Linear and LayerNorm), got model.bias false");
   TS_CHECK(!fs::exists(dir), op, "expected a new output directory, got existing '", dir, "'");
   const NamedTensors hf = to_hf_gpt2(state);
-  // Both files in a temporary sibling, then one rename: the directory appears whole or not at all.
-  const fs::path target = fs::absolute(dir);
-  fs::create_directories(target.parent_path());
-  std::string pattern = (target.parent_path() / (target.filename().string() + ".tmp-XXXXXX")).string();
-  TS_CHECK(::mkdtemp(pattern.data()) != nullptr, op, "cannot create a directory beside '", dir, "'");
-  try {
-    io::save_safetensors(pattern + "/model.safetensors", hf, {{"format", "pt"}});
-    io::write_file_atomic(pattern + "/config.json", gpt2_hf_config(config).dump(2) + "\n");
-    std::error_code ec;
-    fs::rename(pattern, target, ec);
-    TS_CHECK(!ec, op, "cannot rename ", pattern, " to ", dir, ": ", ec.message());
-  } catch (...) {
-    std::error_code ignored;
-    fs::remove_all(pattern, ignored);
-    throw;
-  }
+  io::write_directory_atomic(dir, op, [&](const std::string& tmp) {
+    io::save_safetensors(tmp + "/model.safetensors", hf, {{"format", "pt"}});
+    io::write_file_atomic(tmp + "/config.json", gpt2_hf_config(config).dump(2) + "\n");
+  });
 }
 
 }  // namespace tessera::hf

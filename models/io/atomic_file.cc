@@ -2,6 +2,8 @@
 #include "models/io/atomic_file.h"
 
 #include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +11,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -30,7 +33,64 @@ std::string base_name(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// Removes a temporary directory unless released (the save reached its rename).
+class TempDirGuard {
+ public:
+  explicit TempDirGuard(std::string path) : path_(std::move(path)) {}
+  ~TempDirGuard() {
+    if (!path_.empty()) {
+      std::error_code ec;
+      std::filesystem::remove_all(path_, ec);
+    }
+  }
+  void release() { path_.clear(); }
+
+ private:
+  std::string path_;
+};
+
+// Puts `from` at `to`, atomically replacing an existing directory; returns where the old
+// contents went (to delete), or "" when `to` did not exist.
+std::string move_into_place(const std::string& from, const std::string& to, const char* op) {
+  if (::rename(from.c_str(), to.c_str()) == 0) return "";
+  if (errno != ENOTEMPTY && errno != EEXIST) {
+    TS_FAIL(op, "cannot rename ", from, " to ", to, ": ", std::strerror(errno));
+  }
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) == 0) return from;
+  // File systems without RENAME_EXCHANGE: two renames; in between a crash leaves the old
+  // contents under "<dir>.old-*", which latest_checkpoint() ignores.
+  std::string old = to + ".old-" + std::to_string(::getpid());
+  TS_CHECK(::rename(to.c_str(), old.c_str()) == 0, op, "cannot rename ", to, " to ", old, ": ",
+           std::strerror(errno));
+  TS_CHECK(::rename(from.c_str(), to.c_str()) == 0, op, "cannot rename ", from, " to ", to, ": ",
+           std::strerror(errno));
+  return old;
+}
+
 }  // namespace
+
+void write_directory_atomic(const std::string& dir, const char* op,
+                            const std::function<void(const std::string& tmp)>& fill) {
+  std::string target = dir;
+  while (target.size() > 1 && target.back() == '/') target.pop_back();
+  const std::string parent = parent_directory(target);
+  std::error_code ec;
+  std::filesystem::create_directories(parent, ec);
+  TS_CHECK(!ec, op, parent, ": cannot create directory: ", ec.message());
+  std::string templ = target + ".tmp-XXXXXX";
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  TS_CHECK(::mkdtemp(buf.data()) != nullptr, op, "cannot create ", templ, ": ",
+           std::strerror(errno));
+  const std::string tmp(buf.data());
+  TempDirGuard guard(tmp);
+  ::chmod(tmp.c_str(), 0755);
+  fill(tmp);
+  const std::string old = move_into_place(tmp, target, op);
+  guard.release();
+  TempDirGuard old_guard(old);  // the replaced directory, if any
+  fsync_directory(parent);
+}
 
 std::string parent_directory(const std::string& path) {
   size_t slash = path.find_last_of('/');

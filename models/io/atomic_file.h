@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -39,6 +40,13 @@ class AtomicFileWriter {
 
 // Writes `contents` to `path` atomically (a JSON state file, say).
 void write_file_atomic(const std::string& path, std::string_view contents);
+
+// Writes a directory whole or not at all: fill(tmp) writes its files into a fresh temporary
+// sibling "<dir>.tmp-XXXXXX", which then takes `dir`'s place in one rename (an existing `dir` is
+// swapped out and deleted) before the parent is fsynced. An exception, from fill or the rename,
+// removes the temporary directory and leaves `dir` as it was. Errors name `op`.
+void write_directory_atomic(const std::string& dir, const char* op,
+                            const std::function<void(const std::string& tmp)>& fill);
 
 // Makes a rename or file creation inside `dir` durable.
 void fsync_directory(const std::string& dir);

@@ -29,22 +29,6 @@ constexpr const char* kStateFile = "state.json";
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-// Removes a temporary directory unless released (the save reached its rename).
-class TempDirGuard {
- public:
-  explicit TempDirGuard(std::string path) : path_(std::move(path)) {}
-  ~TempDirGuard() {
-    if (!path_.empty()) {
-      std::error_code ec;
-      fs::remove_all(path_, ec);
-    }
-  }
-  void release() { path_.clear(); }
-
- private:
-  std::string path_;
-};
-
 // Writes one safetensors file and returns its manifest entry {"bytes", "tensors": {name: sum}}.
 json write_tensors(const std::string& path, const NamedTensors& tensors) {
   SafetensorsLayout layout = plan_safetensors(tensors, {}, path);
@@ -111,24 +95,6 @@ json read_state(const std::string& path) {
   return state;
 }
 
-// Puts `from` at `to`, atomically replacing an existing directory; returns where the old
-// contents went (to delete), or "" when `to` did not exist.
-std::string move_into_place(const std::string& from, const std::string& to) {
-  if (::rename(from.c_str(), to.c_str()) == 0) return "";
-  if (errno != ENOTEMPTY && errno != EEXIST) {
-    TS_FAIL(kOp, "cannot rename ", from, " to ", to, ": ", std::strerror(errno));
-  }
-  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) == 0) return from;
-  // File systems without RENAME_EXCHANGE: two renames; in between a crash leaves the old
-  // contents under "<dir>.old-*", which latest_checkpoint() ignores.
-  std::string old = to + ".old-" + std::to_string(::getpid());
-  TS_CHECK(::rename(to.c_str(), old.c_str()) == 0, kOp, "cannot rename ", to, " to ", old, ": ",
-           std::strerror(errno));
-  TS_CHECK(::rename(from.c_str(), to.c_str()) == 0, kOp, "cannot rename ", from, " to ", to, ": ",
-           std::strerror(errno));
-  return old;
-}
-
 }  // namespace
 
 std::string checksum_hex(const void* data, size_t nbytes) {
@@ -170,34 +136,15 @@ std::string checkpoint_dir(const std::string& root, int64_t step) {
 void save_checkpoint(const std::string& dir, const CheckpointContents& contents) {
   TS_CHECK(contents.state.is_object(), kOp, dir, ": expected the state to be a JSON object, got ",
            contents.state.type_name());
-  std::string target = dir;
-  while (target.size() > 1 && target.back() == '/') target.pop_back();
-  std::string parent = parent_directory(target);
-  std::error_code ec;
-  fs::create_directories(parent, ec);
-  TS_CHECK(!ec, kOp, parent, ": cannot create directory: ", ec.message());
-
-  std::string templ = target + ".tmp-XXXXXX";
-  std::vector<char> buf(templ.begin(), templ.end());
-  buf.push_back('\0');
-  TS_CHECK(::mkdtemp(buf.data()) != nullptr, kOp, "cannot create ", templ, ": ",
-           std::strerror(errno));
-  std::string tmp(buf.data());
-  TempDirGuard guard(tmp);
-  ::chmod(tmp.c_str(), 0755);
-
-  json files = json::object();
-  files[kModelFile] = write_tensors((fs::path(tmp) / kModelFile).string(), contents.model);
-  files[kOptimizerFile] =
-      write_tensors((fs::path(tmp) / kOptimizerFile).string(), contents.optimizer);
-  json state = {
-      {"format", kFormat}, {"version", kVersion}, {"state", contents.state}, {"files", files}};
-  write_file_atomic((fs::path(tmp) / kStateFile).string(), state.dump(2) + "\n");
-
-  std::string old = move_into_place(tmp, target);
-  guard.release();
-  TempDirGuard old_guard(old);  // the replaced checkpoint, if any
-  fsync_directory(parent);
+  write_directory_atomic(dir, kOp, [&](const std::string& tmp) {
+    json files = json::object();
+    files[kModelFile] = write_tensors((fs::path(tmp) / kModelFile).string(), contents.model);
+    files[kOptimizerFile] =
+        write_tensors((fs::path(tmp) / kOptimizerFile).string(), contents.optimizer);
+    json state = {
+        {"format", kFormat}, {"version", kVersion}, {"state", contents.state}, {"files", files}};
+    write_file_atomic((fs::path(tmp) / kStateFile).string(), state.dump(2) + "\n");
+  });
 }
 
 CheckpointContents load_checkpoint(const std::string& dir, const CheckpointLoadOptions& options) {
