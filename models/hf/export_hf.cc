@@ -9,6 +9,19 @@
 
 namespace tessera::hf {
 
+namespace {
+
+// One fresh directory, whole or not at all: the tensors in Hugging Face's layout and config.json.
+void write_hf_directory(const NamedTensors& hf, const nlohmann::json& config,
+                        const std::string& dir, const char* op) {
+  io::write_directory_atomic(dir, op, [&](const std::string& tmp) {
+    io::save_safetensors(tmp + "/model.safetensors", hf, {{"format", "pt"}});
+    io::write_file_atomic(tmp + "/config.json", config.dump(2) + "\n");
+  });
+}
+
+}  // namespace
+
 nlohmann::json gpt2_hf_config(const gpt::GPTConfig& c) {
   return {{"architectures", {"GPT2LMHeadModel"}},
           {"model_type", "gpt2"},
@@ -43,7 +56,8 @@ gpt::GPTConfig gpt_config_from_hf(const nlohmann::json& hf, const std::string& w
   c.d_model = hf.value("n_embd", int64_t(768));
   c.n_layers = hf.value("n_layer", int64_t(12));
   c.n_heads = hf.value("n_head", int64_t(12));
-  c.mlp_hidden = hf.contains("n_inner") && !hf["n_inner"].is_null() ? hf["n_inner"].get<int64_t>() : 0;
+  c.mlp_hidden =
+      hf.contains("n_inner") && !hf["n_inner"].is_null() ? hf["n_inner"].get<int64_t>() : 0;
   c.ln_eps = hf.value("layer_norm_epsilon", 1e-5);
   c.tie_embeddings = hf.value("tie_word_embeddings", true);
   c.init_std = hf.value("initializer_range", 0.02);
@@ -56,15 +70,28 @@ gpt::GPTConfig gpt_config_from_hf(const nlohmann::json& hf, const std::string& w
 void export_hf_gpt2(const NamedTensors& state, const gpt::GPTConfig& config,
                     const std::string& dir) {
   const char* op = "export_hf_gpt2";
-  namespace fs = std::filesystem;
-  TS_CHECK(config.bias, op, "expected a GPT with biases (Hugging Face's GPT-2 has them in every "
+  TS_CHECK(config.bias, op,
+           "expected a GPT with biases (Hugging Face's GPT-2 has them in every "
            "Linear and LayerNorm), got model.bias false");
-  TS_CHECK(!fs::exists(dir), op, "expected a new output directory, got existing '", dir, "'");
-  const NamedTensors hf = to_hf_gpt2(state);
-  io::write_directory_atomic(dir, op, [&](const std::string& tmp) {
-    io::save_safetensors(tmp + "/model.safetensors", hf, {{"format", "pt"}});
-    io::write_file_atomic(tmp + "/config.json", gpt2_hf_config(config).dump(2) + "\n");
-  });
+  TS_CHECK(!std::filesystem::exists(dir), op, "expected a new output directory, got existing '",
+           dir, "'");
+  write_hf_directory(to_hf_gpt2(state), gpt2_hf_config(config), dir, op);
+}
+
+void export_hf_bert(const NamedTensors& state, const bert::BertConfig& config,
+                    const std::string& dir) {
+  const char* op = "export_hf_bert";
+  TS_CHECK(!std::filesystem::exists(dir), op, "expected a new output directory, got existing '",
+           dir, "'");
+  write_hf_directory(to_hf_bert(state), bert_hf_config(config), dir, op);
+}
+
+void export_hf_vit(const NamedTensors& state, const vit::ViTConfig& config,
+                   const std::string& dir) {
+  const char* op = "export_hf_vit";
+  TS_CHECK(!std::filesystem::exists(dir), op, "expected a new output directory, got existing '",
+           dir, "'");
+  write_hf_directory(to_hf_vit(state, config), vit_hf_config(config), dir, op);
 }
 
 }  // namespace tessera::hf

@@ -1,4 +1,5 @@
-// Hugging Face BERT -> Tessera Bert names (see hf_names.h and README.md).
+// Hugging Face BERT <-> Tessera Bert names (see hf_names.h and README.md).
+#include <cstring>
 #include <map>
 
 #include "autograd/ops.h"
@@ -50,7 +51,72 @@ const std::map<std::string, std::string>& layer_map() {
   return m;
 }
 
+// A tied decoder read back from a checkpoint is a second tensor holding the embeddings' bytes.
+bool same_values(const Tensor& a, const Tensor& b) {
+  if (a.is_same(b)) return true;
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  const Tensor x = a.to(kCPU).contiguous(), y = b.to(kCPU).contiguous();
+  return std::memcmp(x.data_ptr(), y.data_ptr(), size_t(x.numel()) * dtype_size(x.dtype())) == 0;
+}
+
 }  // namespace
+
+NamedTensors to_hf_bert(const NamedTensors& ours) {
+  const char* op = "to_hf_bert";
+  bool has_head = false;
+  for (const auto& [name, t] : ours)
+    has_head |= name.rfind("mlm.", 0) == 0 || name.rfind("classifier.", 0) == 0;
+  // BertModel's own files carry no prefix; the task models (with a head) nest it under "bert.".
+  const std::string base = has_head ? "bert." : "";
+  NamedTensors out;
+  Tensor word, decoder_weight;
+  for (const auto& [name, t] : ours) {
+    if (name == "embeddings.word_embeddings.weight") word = t.detach();
+    if (name == "mlm.decoder.weight") {
+      decoder_weight = t.detach();
+      continue;
+    }
+    if (name == "mlm.decoder.bias") {
+      out.emplace_back("cls.predictions.bias", t.detach());
+      continue;
+    }
+    bool mapped = false;
+    for (const auto& [hf_prefix, prefix] : prefix_map()) {
+      std::string rest = name;
+      if (!strip_prefix(rest, prefix)) continue;
+      // Only the bare encoder's parts sit under "bert."; the heads keep their top-level names.
+      const bool encoder = prefix.rfind("embeddings.", 0) == 0 || prefix == "pooler.dense.";
+      out.emplace_back((encoder ? base : "") + hf_prefix + rest, t.detach());
+      mapped = true;
+      break;
+    }
+    if (mapped) continue;
+    auto layer = split_layer(name, "h.");
+    TS_CHECK(layer.has_value(), op, "expected a Tessera Bert tensor name, got '", name, "'");
+    const auto& [n, rest] = *layer;
+    const std::string hf_layer = base + "encoder.layer." + std::to_string(n) + ".";
+    std::string leaf = rest;
+    if (strip_prefix(leaf, "attn.c_attn.")) {
+      const std::vector<Tensor> qkv = detail::split_qkv(t, op, name);
+      const char* parts[] = {"query", "key", "value"};
+      for (int i = 0; i < 3; ++i)
+        out.emplace_back(hf_layer + "attention.self." + parts[i] + "." + leaf, qkv[size_t(i)]);
+      continue;
+    }
+    for (const auto& [hf_sub, sub] : layer_map()) {
+      leaf = rest;
+      if (!strip_prefix(leaf, sub)) continue;
+      out.emplace_back(hf_layer + hf_sub + leaf, t.detach());
+      mapped = true;
+      break;
+    }
+    TS_CHECK(mapped, op, "expected a Tessera Bert tensor name, got '", name, "'");
+  }
+  // Hugging Face ties the decoder to the word embeddings and leaves it out of its files.
+  if (decoder_weight.defined() && !(word.defined() && same_values(decoder_weight, word)))
+    out.emplace_back("cls.predictions.decoder.weight", decoder_weight);
+  return out;
+}
 
 NamedTensors from_hf_bert(const NamedTensors& hf) {
   const char* op = "from_hf_bert";

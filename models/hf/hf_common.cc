@@ -51,6 +51,15 @@ NamedTensors QkvFuser::finish() const {
   return out;
 }
 
+std::vector<Tensor> split_qkv(const Tensor& fused, const std::string& op, const std::string& name) {
+  TS_CHECK(fused.defined() && fused.dim() >= 1 && fused.size(0) % 3 == 0, op,
+           "expected a fused q | k | v tensor with a first dimension divisible by 3 for '", name,
+           "', got ", fused.defined() ? fused.describe() : "undefined");
+  const int64_t c = fused.size(0) / 3;
+  const Tensor t = fused.detach();
+  return {t.narrow(0, 0, c).clone(), t.narrow(0, c, c).clone(), t.narrow(0, 2 * c, c).clone()};
+}
+
 Tensor transposed(const Tensor& t, const std::string& op, const std::string& name) {
   TS_CHECK(t.defined() && t.dim() == 2, op, "expected a 2-D Conv1D weight for '", name, "', got ",
            t.defined() ? t.describe() : "undefined");

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "models/hf/hf_names.h"
 
@@ -33,6 +34,11 @@ class QkvFuser {
   std::string op_;
   std::map<std::tuple<int64_t, std::string, std::string>, Tensor> parts_;
 };
+
+// The reverse of QkvFuser, for export: a fused c_attn weight (3C, C) or bias (3C) cut along dim 0
+// into contiguous query, key and value copies, in that order. Throws naming `name` when dim 0 does
+// not divide by 3.
+std::vector<Tensor> split_qkv(const Tensor& fused, const std::string& op, const std::string& name);
 
 // A new contiguous copy of t transposed (2-D), checked to be 2-D.
 Tensor transposed(const Tensor& t, const std::string& op, const std::string& name);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "models/vit/vit_config.h"
 
 namespace tessera::hf {
 
@@ -29,9 +30,19 @@ NamedTensors to_hf_gpt2(const NamedTensors& ours);
 // fused into one c_attn (q | k | v, along the output features). The MLM decoder weight is the word
 // embedding (tied) whenever the file has an MLM head.
 NamedTensors from_hf_bert(const NamedTensors& hf);
+// The reverse, for export: our Bert's state_dict() in Hugging Face's layout (separate query, key
+// and value). With a head (MLM or classifier) the encoder is named under "bert." as
+// BertForMaskedLM / BertForSequenceClassification save it, without one as BertModel does; the MLM
+// decoder weight is left out when it equals the word embeddings (tied), as Hugging Face's files do,
+// and its bias is written as cls.predictions.bias.
+NamedTensors to_hf_bert(const NamedTensors& ours);
 
 // ViTModel / ViTForImageClassification tensors, with or without the "vit." prefix. The Conv2d patch
 // projection (D, C, P, P) becomes (D, C * P * P); query, key and value are fused as for BERT.
 NamedTensors from_hf_vit(const NamedTensors& hf);
+// The reverse, for export: our ViT's state_dict() as ViTForImageClassification saves it ("vit."
+// encoder, top-level classifier); `config` gives the channels and patch size that turn the patch
+// projection back into a Conv2d weight (D, C, P, P).
+NamedTensors to_hf_vit(const NamedTensors& ours, const vit::ViTConfig& config);
 
 }  // namespace tessera::hf

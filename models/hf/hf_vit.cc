@@ -1,4 +1,4 @@
-// Hugging Face ViT -> Tessera ViT names (see hf_names.h and README.md).
+// Hugging Face ViT <-> Tessera ViT names (see hf_names.h and README.md).
 #include <map>
 
 #include "autograd/ops.h"
@@ -75,6 +75,59 @@ NamedTensors from_hf_vit(const NamedTensors& hf) {
     }
   }
   for (auto& entry : qkv.finish()) out.push_back(std::move(entry));
+  return out;
+}
+
+NamedTensors to_hf_vit(const NamedTensors& ours, const vit::ViTConfig& config) {
+  const char* op = "to_hf_vit";
+  // ViTForImageClassification: the encoder under "vit.", the classifier beside it (our ViT always
+  // has one: num_classes > 0).
+  const std::string base = "vit.";
+  NamedTensors out;
+  for (const auto& [name, t] : ours) {
+    std::string rest = name;
+    if (name == "cls_token") {
+      out.emplace_back(base + "embeddings.cls_token", t.detach());
+    } else if (name == "pos_embed") {
+      out.emplace_back(base + "embeddings.position_embeddings", t.detach());
+    } else if (name == "patch_embed.proj.weight") {
+      const int64_t c = config.in_channels, p = config.patch_size;
+      TS_CHECK(t.dim() == 2 && t.size(1) == c * p * p, op, "expected '", name, "' of shape (D, ",
+               c * p * p, ") for ", c, " channels and patch ", p, ", got ", t.describe());
+      // (D, C * P * P) -> Conv2d (D, C, P, P): the flattening from_hf_vit undoes.
+      out.emplace_back(base + "embeddings.patch_embeddings.projection.weight",
+                       t.detach().contiguous().reshape({t.size(0), c, p, p}));
+    } else if (name == "patch_embed.proj.bias") {
+      out.emplace_back(base + "embeddings.patch_embeddings.projection.bias", t.detach());
+    } else if (strip_prefix(rest, "head.norm.")) {
+      out.emplace_back(base + "layernorm." + rest, t.detach());
+    } else if (strip_prefix(rest = name, "head.head.")) {
+      out.emplace_back("classifier." + rest, t.detach());
+    } else {
+      auto layer = split_layer(name, "h.");
+      TS_CHECK(layer.has_value(), op, "expected a Tessera ViT tensor name, got '", name, "'");
+      const auto& [n, lrest] = *layer;
+      const std::string hf_layer = base + "encoder.layer." + std::to_string(n) + ".";
+      std::string leaf = lrest;
+      if (strip_prefix(leaf, "attn.c_attn.")) {
+        const std::vector<Tensor> qkv = detail::split_qkv(t, op, name);
+        const char* parts[] = {"query", "key", "value"};
+        for (int i = 0; i < 3; ++i)
+          out.emplace_back(hf_layer + "attention.attention." + parts[i] + "." + leaf,
+                           qkv[size_t(i)]);
+        continue;
+      }
+      bool mapped = false;
+      for (const auto& [hf_sub, sub] : layer_map()) {
+        leaf = lrest;
+        if (!strip_prefix(leaf, sub)) continue;
+        out.emplace_back(hf_layer + hf_sub + leaf, t.detach());
+        mapped = true;
+        break;
+      }
+      TS_CHECK(mapped, op, "expected a Tessera ViT tensor name, got '", name, "'");
+    }
+  }
   return out;
 }
 

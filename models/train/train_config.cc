@@ -23,22 +23,40 @@ std::vector<std::string> keys_of(const json& j, std::vector<std::string> extra) 
 
 void read_model(const json& j, TrainConfig& c) {
   TS_CHECK(j.is_object(), "config",
-           "model: expected an object with a 'type' (gpt, bert or vit), got ", j.dump());
+           "model: expected an object with a 'type' (gpt, bert, vit or custom), got ", j.dump());
   SectionReader r(j, "model");
-  const std::string type = r.string("type", "gpt", {"gpt", "bert", "vit"});
+  const std::string type = r.string("type", "gpt", {"gpt", "bert", "vit", "custom"});
   json rest = j;
   rest.erase("type");
-  if (type == "gpt") {
+  // model.init_from {"hf": DIR}: where the weights start (models/train/init_from.h), not a field
+  // of the model's own config.
+  if (j.contains("init_from")) {
+    SectionReader from(j["init_from"], "model.init_from");
+    c.init_from_hf = from.string("hf", "");
+    from.done();
+    TS_CHECK(!c.init_from_hf.empty(), "config",
+             "model.init_from: expected {\"hf\": DIR}, a Hugging Face model directory, got ",
+             j["init_from"].dump());
+    TS_CHECK(type != "custom", "config",
+             "model.init_from: expected model.type gpt, bert or vit (Hugging Face layouts exist "
+             "only for those), got custom");
+    rest.erase("init_from");
+  }
+  if (type == "custom") {
+    // A model given through the C++ API (engine.h): its recipe reads the other keys itself.
+    c.kind = ModelKind::custom;
+    c.custom = rest;
+  } else if (type == "gpt") {
     c.kind = ModelKind::gpt;
-    check_known_keys(j, "model", keys_of(gpt::GPTConfig{}.to_json(), {"type", "preset"}));
+    check_known_keys(j, "model", keys_of(gpt::GPTConfig{}.to_json(), {"type", "preset", "init_from"}));
     c.gpt = within_section("model", [&] { return gpt::GPTConfig::from_json(rest); });
   } else if (type == "bert") {
     c.kind = ModelKind::bert;
-    check_known_keys(j, "model", keys_of(bert::BertConfig{}.to_json(), {"type", "preset"}));
+    check_known_keys(j, "model", keys_of(bert::BertConfig{}.to_json(), {"type", "preset", "init_from"}));
     c.bert = within_section("model", [&] { return bert::BertConfig::from_json(rest); });
   } else {
     c.kind = ModelKind::vit;
-    check_known_keys(j, "model", keys_of(vit::ViTConfig{}.to_json(), {"type", "preset"}));
+    check_known_keys(j, "model", keys_of(vit::ViTConfig{}.to_json(), {"type", "preset", "init_from"}));
     c.vit = within_section("model", [&] { return vit::ViTConfig::from_json(rest); });
   }
 }
@@ -281,6 +299,8 @@ const char* model_kind_name(ModelKind kind) {
       return "bert";
     case ModelKind::vit:
       return "vit";
+    case ModelKind::custom:
+      return "custom";
   }
   return "?";
 }

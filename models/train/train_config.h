@@ -18,7 +18,8 @@
 
 namespace tessera::train {
 
-enum class ModelKind { gpt, bert, vit };
+// custom: a model given through the C++ API (train::Engine with a ModelRecipe, engine.h).
+enum class ModelKind { gpt, bert, vit, custom };
 const char* model_kind_name(ModelKind kind);
 
 struct ZeroSection {
@@ -112,9 +113,13 @@ struct LoggingSection {
 
 struct TrainConfig {
   ModelKind kind = ModelKind::gpt;
+  // model.init_from {"hf": DIR}: a fresh run starts from this Hugging Face directory's weights
+  // (init_from.h); empty: from the seed's initialisation. A resumed run ignores it.
+  std::string init_from_hf;
   gpt::GPTConfig gpt;  // the one matching `kind` is set
   bert::BertConfig bert;
   vit::ViTConfig vit;
+  nlohmann::json custom;  // model.type custom: the model section but its type, for the recipe
   parallel::ParallelConfig parallel;
   bool data_size_given = false;  // parallel.data was set; otherwise it fills the world
   ZeroSection zero;

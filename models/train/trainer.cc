@@ -27,6 +27,8 @@
 #include "core/profiler.h"
 #include "models/nn/dropout.h"
 #include "models/train/checkpoint_root.h"
+#include "models/train/engine.h"
+#include "models/train/init_from.h"
 #include "models/train/interrupt.h"
 #include "models/train/pipeline_state.h"
 #include "models/train/pipeline_step.h"
@@ -88,6 +90,8 @@ class Trainer {
  private:
   void setup();
   void resume(const std::string& dir);
+  // model.init_from {"hf": DIR} (init_from.h); a no-op when the run resumes from a checkpoint.
+  void init_from_hf(const std::string& dir);
   void save(int64_t step);
   void check_finite_weights(int64_t step);
   void check_skips(bool skipped, int64_t step);
@@ -216,6 +220,7 @@ void Trainer::setup() {
         });
       }
     }
+    if (!config_.init_from_hf.empty()) init_from_hf(config_.init_from_hf);
     if (std::optional<std::string> dir = checkpoint_to_resume(config_.checkpoint)) resume(*dir);
     if (rank0() && !config_.logging.metrics.empty()) {
       std::error_code ec;  // a fresh run starts a fresh file; a resumed one drops what it redoes
@@ -232,6 +237,21 @@ void Trainer::setup() {
                         .unit = task_->unit(),
                         .metrics_path = rank0() ? config_.logging.metrics : std::string()});
   });
+}
+
+void Trainer::init_from_hf(const std::string& dir) {
+  if (checkpoint_to_resume(config_.checkpoint)) {  // the checkpoint's weights are later ones
+    if (std::ostream* os = out()) *os << "model.init_from " << dir << " ignored: resuming\n";
+    return;
+  }
+  io::NamedTensors serial = hf_init_tensors(config_, dir);
+  if (pipeline_) serial = stage_tensors(serial, dir);
+  const Placements placements =
+      tensor_parallel() ? model_state_placements(task_->model()) : Placements();
+  update_->load_model(task_->model(),
+                      init_tensors_for_rank(serial, task_->model(), config_.kind, placements, dir),
+                      dir);
+  if (std::ostream* os = out()) *os << "weights from Hugging Face " << dir << "\n";
 }
 
 void Trainer::resume(const std::string& dir) {

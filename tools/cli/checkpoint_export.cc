@@ -1,7 +1,7 @@
-// `tessera checkpoint export DIR OUT --format hf`: a GPT checkpoint as a Hugging Face GPT-2
-// directory (model.safetensors in GPT2LMHeadModel's layout, config.json), so transformers'
-// GPT2LMHeadModel.from_pretrained(OUT) loads what Tessera trained, whatever layout it trained in
-// (checkpoints hold the serial model).
+// `tessera checkpoint export DIR OUT --format hf`: a GPT, BERT or ViT checkpoint as a Hugging Face
+// directory (model.safetensors in GPT2LMHeadModel's / BertForMaskedLM's /
+// ViTForImageClassification's layout, config.json), so transformers' from_pretrained(OUT) loads
+// what Tessera trained, whatever layout it trained in (checkpoints hold the serial model).
 #include <iostream>
 
 #include "core/error.h"
@@ -15,9 +15,10 @@ namespace tessera::cli {
 const char* const kCheckpointExportUsage =
     "usage: tessera checkpoint export DIR OUT --format hf\n"
     "  DIR           a checkpoint (step-N directory) or the directory holding them (the latest)\n"
-    "  OUT           a new directory: model.safetensors in Hugging Face's GPT-2 layout and its\n"
-    "                config.json (GPT2LMHeadModel.from_pretrained(OUT) loads it)\n"
-    "  --format hf   the only format for now; GPT checkpoints only (BERT and ViT: not yet)\n";
+    "  OUT           a new directory: model.safetensors in Hugging Face's layout and its\n"
+    "                config.json (GPT: GPT-2, GPT2LMHeadModel; BERT: BertForMaskedLM and/or\n"
+    "                BertForSequenceClassification, or BertModel; ViT: ViTForImageClassification)\n"
+    "  --format hf   the only format for now\n";
 
 int run_checkpoint_export(const std::vector<std::string>& args) {
   try {
@@ -42,13 +43,26 @@ int run_checkpoint_export(const std::vector<std::string>& args) {
     const std::string dir = train::resolve_checkpoint_dir(path);
     io::CheckpointContents ck = io::load_checkpoint(dir, {.load_optimizer = false});
     const train::TrainConfig config = train::checkpoint_config(ck.state, dir);
-    TS_CHECK(config.kind == train::ModelKind::gpt, "checkpoint export", dir,
-             ": expected a GPT checkpoint (--format hf exports GPT-2 in this version), got a ",
-             train::model_kind_name(config.kind), " model");
-    hf::export_hf_gpt2(ck.model, config.gpt, out);
-    std::cout << "exported " << dir << " (step " << ck.state.value("step", int64_t(0))
-              << ") to " << out << ": model.safetensors in Hugging Face's GPT-2 layout and "
-              << "config.json\n";
+    const char* layout = "GPT-2";
+    switch (config.kind) {
+      case train::ModelKind::gpt:
+        hf::export_hf_gpt2(ck.model, config.gpt, out);
+        break;
+      case train::ModelKind::bert:
+        hf::export_hf_bert(ck.model, config.bert, out);
+        layout = "BERT";
+        break;
+      case train::ModelKind::vit:
+        hf::export_hf_vit(ck.model, config.vit, out);
+        layout = "ViT";
+        break;
+      default:  // a user's own model (the C++ API): Hugging Face has no layout for it
+        TS_FAIL("checkpoint export", dir, ": expected a GPT, BERT or ViT checkpoint, got a ",
+                train::model_kind_name(config.kind), " model");
+    }
+    std::cout << "exported " << dir << " (step " << ck.state.value("step", int64_t(0)) << ") to "
+              << out << ": model.safetensors in Hugging Face's " << layout
+              << " layout and config.json\n";
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "tessera checkpoint export: " << train::error_text(e) << "\n";

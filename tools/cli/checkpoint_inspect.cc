@@ -241,6 +241,8 @@ std::string model_text(const train::TrainConfig& c) {
                      c.bert.d_model);
     case train::ModelKind::vit:
       return str_cat("vit: ", c.vit.n_layers, " layers, d_model ", c.vit.d_model);
+    case train::ModelKind::custom:
+      return "custom (a model of the C++ API): " + c.custom.dump();
   }
   return "?";
 }
