@@ -86,10 +86,14 @@ void write_directory_atomic(const std::string& dir, const char* op,
   TempDirGuard guard(tmp);
   ::chmod(tmp.c_str(), 0755);
   fill(tmp);
-  const std::string old = move_into_place(tmp, target, op);
+  commit_directory(tmp, target, op);
   guard.release();
+}
+
+void commit_directory(const std::string& tmp, const std::string& dir, const char* op) {
+  const std::string old = move_into_place(tmp, dir, op);
   TempDirGuard old_guard(old);  // the replaced directory, if any
-  fsync_directory(parent);
+  fsync_directory(parent_directory(dir));
 }
 
 std::string parent_directory(const std::string& path) {

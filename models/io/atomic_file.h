@@ -48,6 +48,11 @@ void write_file_atomic(const std::string& path, std::string_view contents);
 void write_directory_atomic(const std::string& dir, const char* op,
                             const std::function<void(const std::string& tmp)>& fill);
 
+// The last step of write_directory_atomic for a temporary filled some other way (by several
+// processes, say): `tmp` takes `dir`'s place in one rename, the old `dir` is deleted, the parent
+// fsynced.
+void commit_directory(const std::string& tmp, const std::string& dir, const char* op);
+
 // Makes a rename or file creation inside `dir` durable.
 void fsync_directory(const std::string& dir);
 

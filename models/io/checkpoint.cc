@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "models/io/atomic_file.h"
+#include "models/io/piece_checkpoint.h"
 
 namespace tessera::io {
 namespace {
@@ -88,6 +89,12 @@ json read_state(const std::string& path) {
            ": expected version ", kVersion, ", got ", state.value("version", json()).dump());
   TS_CHECK(state.contains("state") && state["state"].is_object(), kOp, path,
            ": expected a \"state\" object");
+  // A sharded checkpoint (piece_checkpoint.h) lists its tensors in its index instead.
+  if (state.contains("index")) {
+    TS_CHECK(state["index"] == kPieceIndexFile, kOp, path, ": expected \"index\": \"",
+             kPieceIndexFile, "\"");
+    return state;
+  }
   TS_CHECK(state.contains("files") && state["files"].is_object() &&
                state["files"].contains(kModelFile) && state["files"].contains(kOptimizerFile),
            kOp, path, ": expected a \"files\" manifest naming ", kModelFile, " and ",
@@ -152,6 +159,17 @@ CheckpointContents load_checkpoint(const std::string& dir, const CheckpointLoadO
   json state = read_state((fs::path(dir) / kStateFile).string());
   CheckpointContents out;
   out.state = state["state"];
+  if (state.contains("index")) {
+    // Every tensor consolidated from its pieces (each piece's checksum verified as it is read);
+    // the optimizer's under their "optim/<state>/<parameter>" names.
+    const PieceReader reader = PieceReader::open(dir);
+    for (const std::string& name : reader.names()) {
+      const bool optimizer = name.rfind("optim/", 0) == 0;
+      if (optimizer && !options.load_optimizer) continue;
+      (optimizer ? out.optimizer : out.model).emplace_back(name, reader.read_full(name));
+    }
+    return out;
+  }
   out.model = read_tensors((fs::path(dir) / kModelFile).string(), state["files"][kModelFile],
                            options.verify_checksums);
   if (options.load_optimizer) {
@@ -159,6 +177,11 @@ CheckpointContents load_checkpoint(const std::string& dir, const CheckpointLoadO
                                  state["files"][kOptimizerFile], options.verify_checksums);
   }
   return out;
+}
+
+nlohmann::json load_checkpoint_state(const std::string& dir) {
+  TS_CHECK(fs::is_directory(dir), kOp, dir, ": not a checkpoint directory (missing)");
+  return read_state((fs::path(dir) / kStateFile).string())["state"];
 }
 
 namespace {

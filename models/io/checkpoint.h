@@ -1,7 +1,8 @@
 // The trainer's checkpoint directory: model.safetensors (weights, serial names),
 // optimizer.safetensors (optimizer state tensors) and state.json (step, schedule, loss scaler, RNG,
 // data position, config, plus a manifest with each tensor's checksum). A directory appears complete
-// or not at all.
+// or not at all. A sharded checkpoint (piece_checkpoint.h: per-rank piece files and an index in
+// place of the two files) is read by the same load_checkpoint.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +42,14 @@ void save_checkpoint(const std::string& dir, const CheckpointContents& contents)
 // checksum. Failures throw ValueError "[checkpoint] <file>: tensor '<name>': ...".
 CheckpointContents load_checkpoint(const std::string& dir,
                                    const CheckpointLoadOptions& options = {});
+
+// A sharded checkpoint (piece_checkpoint.h; state.json names an index instead of the two files)
+// loads the same way: its tensors consolidated from their pieces, the optimizer's under their
+// "optim/<state>/<parameter>" names, each piece's checksum verified as it is read.
+
+// Just state.json's "state" object (validated as load_checkpoint does): a sharded resume reads
+// the tensors it needs itself.
+nlohmann::json load_checkpoint_state(const std::string& dir);
 
 // "<root>/step-00000100": the directory name latest_checkpoint() looks for.
 std::string checkpoint_dir(const std::string& root, int64_t step);

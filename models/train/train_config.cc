@@ -232,6 +232,7 @@ void read_checkpoint(const json& j, CheckpointSection& c) {
   c.keep = r.integer("keep", c.keep, 0);
   c.overwrite = r.boolean("overwrite", c.overwrite);
   c.resume_step = r.integer("resume_step", c.resume_step, 0);
+  c.format = r.string("format", c.format, {"serial", "sharded"});
   r.done();
   TS_CHECK(!c.overwrite || !c.resume, "config",
            "checkpoint.overwrite deletes the checkpoints under checkpoint.dir, so it needs "

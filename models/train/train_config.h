@@ -103,6 +103,12 @@ struct CheckpointSection {
   // checkpoints are deleted before the first save, so two runs never mix).
   bool overwrite = false;
   int64_t resume_step = 0;  // resume from step-N exactly (0: the latest, which must be intact)
+  // "serial": rank 0 writes the gathered serial model (model.safetensors, optimizer.safetensors).
+  // "sharded": every rank writes the pieces it owns (pieces-RRRRR.safetensors) in parallel and an
+  // index maps each serial tensor to its pieces (models/io/piece_checkpoint.h); any layout resumes
+  // either format, and eval / generate read both. Serial stays the default so a checkpoint is one
+  // file other tools read; sharded is what a model too large for one rank's memory needs.
+  std::string format = "serial";
 };
 
 struct LoggingSection {

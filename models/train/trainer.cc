@@ -26,6 +26,7 @@
 #include "core/parallel.h"
 #include "core/profiler.h"
 #include "models/nn/dropout.h"
+#include "models/io/piece_checkpoint.h"
 #include "models/train/checkpoint_root.h"
 #include "models/train/engine.h"
 #include "models/train/init_from.h"
@@ -93,6 +94,17 @@ class Trainer {
   // model.init_from {"hf": DIR} (init_from.h); a no-op when the run resumes from a checkpoint.
   void init_from_hf(const std::string& dir);
   void save(int64_t step);
+  // checkpoint.format "sharded" (models/io/piece_checkpoint.h): every rank writes the pieces it
+  // owns; a resume reads only the pieces this rank's layout needs, from any layout's checkpoint.
+  void save_sharded(int64_t step);
+  void resume_sharded(const std::string& dir);
+  // The lowest pipeline stage holding each serial parameter (collective; empty without stages),
+  // and the pieces this rank writes.
+  std::map<std::string, int> stage_owners();
+  std::vector<io::PieceWrite> owned_pieces(const std::map<std::string, int>& stage_owner);
+  // state.json's trainer section, and restoring a run from it (both formats).
+  json train_state(int64_t step, const json& optimizer_meta) const;
+  void restore_run_state(const json& s, const std::string& dir);
   void check_finite_weights(int64_t step);
   void check_skips(bool skipped, int64_t step);
   int agreed_signal();
@@ -255,6 +267,7 @@ void Trainer::init_from_hf(const std::string& dir) {
 }
 
 void Trainer::resume(const std::string& dir) {
+  if (io::is_piece_checkpoint(dir)) return resume_sharded(dir);
   io::CheckpointContents ck = io::load_checkpoint(dir);
   const json& s = ck.state;
   TS_CHECK(
@@ -279,6 +292,15 @@ void Trainer::resume(const std::string& dir) {
       opt_tensors = cut_named(opt_tensors, by_name);
     }
     update_->load_state_dict({opt.meta, opt_tensors});
+  } catch (const std::exception& e) {
+    TS_FAIL("checkpoint", dir, ": cannot resume from it: ", error_text(e));
+  }
+  restore_run_state(s, dir);
+}
+
+// The loss scaler, data position, RNG and step: the same in both formats.
+void Trainer::restore_run_state(const json& s, const std::string& dir) {
+  try {
     if (scaler_ && !s.at("scaler").is_null()) scaler_->load_state_dict(s.at("scaler"));
     task_->load_data_state(s.at("data"));
     default_generator().set_state(rng_seed(config_, data_rank_),
@@ -290,6 +312,71 @@ void Trainer::resume(const std::string& dir) {
   }
   resumed_from_ = dir;
   resume_notes_ = resume_differences(checkpoint_config(s, dir), TrainConfig::from_json(config_.source));
+}
+
+void Trainer::resume_sharded(const std::string& dir) {
+  const json s = io::load_checkpoint_state(dir);
+  TS_CHECK(
+      s.value("format", "") == kTrainStateFormat && s.contains("step") && s.contains("optimizer"),
+      "checkpoint", dir, ": state.json is not a tessera trainer checkpoint");
+  const io::PieceReader reader = io::PieceReader::open(dir);
+  const nn::Module& model = task_->model();
+  const Placements placements = model_state_placements(model);
+  auto box_of = [&](const std::string& name, const Tensor& t) {
+    auto it = placements.find(name);
+    return it != placements.end() ? it->second : parallel::tensor::replicated(t.shape());
+  };
+  // Every model tensor of the checkpoint must belong to this model (to some stage of it).
+  io::NamedTensors stored;
+  std::map<std::string, std::vector<std::string>> optimizer_states;  // parameter -> state names
+  for (const std::string& name : reader.names()) {
+    std::string what, param;
+    if (parse_optimizer_tensor_name(name, what, param))
+      optimizer_states[param].push_back(what);
+    else
+      stored.emplace_back(name, Tensor());
+  }
+  std::set<std::string> held;
+  for (const auto& [name, t] : model.state_dict()) held.insert(name);
+  if (pipeline_) stored = stage_tensors(stored, dir);
+  for (const auto& [name, t] : stored)
+    TS_CHECK(held.count(name), "checkpoint", dir,
+             ": model weights do not fit this model: unexpected tensor '", name, "'");
+  // This rank's box of a tensor (or a flat range of it), read from only the pieces it meets.
+  std::map<std::string, Tensor> local;
+  for (const auto& [name, t] : model.state_dict()) local[name] = t;
+  auto read = [&](const std::string& name, const std::string& param, int64_t offset,
+                  int64_t numel) {
+    const parallel::tensor::Placement p = box_of(param, local.at(param));
+    if (numel < 0) return reader.read(name, local_box(p)).reshape(p.local_shape());
+    return reader.read(name, local_box(p, offset, numel));
+  };
+  const ParamOrder order = local_order();
+  json meta;
+  try {
+    meta = indexed_optimizer_meta(s.at("optimizer"), order);
+  } catch (const std::exception& e) {
+    TS_FAIL("checkpoint", dir, ": cannot resume from it: ", error_text(e));
+  }
+  // ZeRO reads just its ranges; the plain path whole local tensors.
+  if (update_->load_own_pieces(task_->model(), meta, optimizer_states, read))
+    return restore_run_state(s, dir);
+  io::NamedTensors tensors;
+  for (const auto& [name, t] : model.state_dict()) tensors.emplace_back(name, read(name, name, 0, -1));
+  update_->load_model(task_->model(), tensors, dir);
+  try {
+    optim::OptimizerState opt{meta, {}};
+    for (size_t k = 0; k < order.names.size(); ++k) {
+      const std::string& param = order.names[k];
+      for (const std::string& what : optimizer_states[param])
+        opt.tensors.emplace_back("state." + std::to_string(k) + "." + what,
+                                 read(optimizer_tensor_name(what, param), param, 0, -1));
+    }
+    update_->load_state_dict(opt);
+  } catch (const std::exception& e) {
+    TS_FAIL("checkpoint", dir, ": cannot resume from it: ", error_text(e));
+  }
+  restore_run_state(s, dir);
 }
 
 ParamOrder Trainer::local_order() const {
@@ -341,6 +428,7 @@ void Trainer::check_finite_weights(int64_t step) {
 void Trainer::save(int64_t step) {
   if (config_.checkpoint.dir.empty()) return;
   check_finite_weights(step);
+  if (config_.checkpoint.format == "sharded") return save_sharded(step);
   // Collective under ZeRO (gathered from the shards), so before rank 0 goes its own way.
   optim::OptimizerState opt = update_->state_dict();
   io::CheckpointContents ck;
@@ -365,18 +453,110 @@ void Trainer::save(int64_t step) {
     ck.optimizer = serial.tensors;
   }
   if (!rank0()) return;
-  ck.state = {{"format", kTrainStateFormat},
-              {"version", 1},
-              {"step", step},
-              {"config", config_.source},
-              {"optimizer", opt.meta},
-              {"scaler", scaler_ ? scaler_->state_dict() : json()},
-              {"rng_offset", default_generator().offset()},
-              {"data", task_->data_state()},
-              {"units_seen", units_seen_},
-              {"world_size", world_ ? world_->size() : 1}};  // what `checkpoint inspect` shows
+  ck.state = train_state(step, opt.meta);
   const std::string dir = io::checkpoint_dir(config_.checkpoint.dir, step);
   io::save_checkpoint(dir, ck);
+  checkpoint_root_->prune();
+  progress_->message("checkpoint saved: " + dir);
+}
+
+json Trainer::train_state(int64_t step, const json& optimizer_meta) const {
+  const parallel::ParallelConfig& p = config_.parallel;
+  return {{"format", kTrainStateFormat},
+          {"version", 1},
+          {"step", step},
+          {"config", config_.source},
+          {"optimizer", optimizer_meta},
+          {"scaler", scaler_ ? scaler_->state_dict() : json()},
+          {"rng_offset", default_generator().offset()},
+          {"data", task_->data_state()},
+          {"units_seen", units_seen_},
+          // What `checkpoint inspect` shows; a resume reads neither.
+          {"world_size", world_ ? world_->size() : 1},
+          {"layout",
+           {{"data", p.data},
+            {"pipeline", p.pipeline},
+            {"sequence", p.sequence},
+            {"tensor", p.tensor.size},
+            {"tensor_mode", p.tensor.mode},
+            {"zero_stage", config_.zero.stage},
+            {"format", config_.checkpoint.format}}}};
+}
+
+// Which of this rank's pieces it writes: a piece several ranks hold identically is written by one
+// of them, decided without communication from its coordinates (data and sequence rank 0 for a
+// data-parallel replica; tensor rank 0 for a tensor replicated over the tensor group; the copy at
+// index 0 of 2.5D's depth replicas), except for a tensor two pipeline stages hold (a tied
+// embedding): the lowest stage holding it writes it, agreed in one all-reduce.
+std::map<std::string, int> Trainer::stage_owners() {
+  const nn::Module& model = task_->model();
+  std::map<std::string, int> stage_owner;
+  if (pipeline_) {
+    const auto& serial = task_->pipeline_stage()->serial_parameters();
+    std::set<std::string> mine;
+    for (const auto& [name, t] : model.named_parameters()) mine.insert(name);
+    const int stage = context_->pipeline_group()->rank();
+    Tensor owner = zeros({int64_t(serial.size())}, {.dtype = DType::i32});
+    for (size_t i = 0; i < serial.size(); ++i)
+      owner.data<int32_t>()[i] = mine.count(serial[i].first) ? stage : INT_MAX;
+    context_->pipeline_group()->all_reduce(owner, parallel::ReduceOp::min)->wait();
+    for (size_t i = 0; i < serial.size(); ++i) stage_owner[serial[i].first] = owner.data<int32_t>()[i];
+  }
+  return stage_owner;
+}
+
+std::vector<io::PieceWrite> Trainer::owned_pieces(const std::map<std::string, int>& stage_owner) {
+  const nn::Module& model = task_->model();
+  const bool data_first = !context_ || (context_->coord("data") == 0 && context_->coord("sequence") == 0);
+  const bool tensor_first = !tensor_parallel() || context_->tensor_group()->rank() == 0;
+  const int stage = pipeline_ ? context_->pipeline_group()->rank() : 0;
+  const Placements placements = model_state_placements(model);
+  std::vector<io::PieceWrite> out;
+  for (StatePiece& piece : update_->checkpoint_pieces(model)) {
+    if (piece.data_replicated && !data_first) continue;
+    if (auto it = stage_owner.find(piece.param); it != stage_owner.end() && it->second != stage)
+      continue;
+    auto it = placements.find(piece.param);
+    parallel::tensor::Placement p = it != placements.end()
+                                        ? it->second
+                                        : parallel::tensor::replicated(piece.data.shape());
+    // State not shaped like its parameter (none of the bundled optimizers has any): its own.
+    if (piece.flat_begin < 0 && piece.data.numel() != shape_numel(p.local_shape()))
+      p = parallel::tensor::replicated(piece.data.shape());
+    if (p.replicated() ? !tensor_first : !p.counted_copy()) continue;
+    out.push_back({piece.name, local_box(p, piece.flat_begin, piece.data.numel()), piece.data});
+  }
+  return out;
+}
+
+// Every rank writes its pieces into one temporary directory; rank 0 merges the descriptors into
+// the index, writes state.json and renames the directory into place. Each phase is agreed
+// (run_agreed's all-reduce is also the barrier between them), so a failure anywhere stops every
+// rank and leaves no partial checkpoint.
+void Trainer::save_sharded(int64_t step) {
+  const std::string dir = io::checkpoint_dir(config_.checkpoint.dir, step);
+  const int rank = world_ ? world_->rank() : 0, ranks = world_ ? world_->size() : 1;
+  const std::map<std::string, int> owners = stage_owners();  // collective under pipelines
+  std::vector<io::PieceWrite> mine;
+  try {
+    run_agreed(world_.get(), [&] {
+      mine = owned_pieces(owners);
+      if (rank0()) io::begin_piece_directory(dir);
+    });
+    run_agreed(world_.get(), [&] {
+      io::write_rank_pieces(dir, rank, mine, {{"optimizer", update_->named_meta(task_->model())}});
+    });
+    run_agreed(world_.get(), [&] {
+      if (!rank0()) return;
+      std::vector<json> metas;
+      for (const json& extra : io::merge_rank_pieces(dir, ranks)) metas.push_back(extra.at("optimizer"));
+      io::commit_piece_directory(dir, train_state(step, merge_named_meta(metas)));
+    });
+  } catch (...) {
+    if (rank0()) io::abandon_piece_directory(dir);
+    throw;
+  }
+  if (!rank0()) return;
   checkpoint_root_->prune();
   progress_->message("checkpoint saved: " + dir);
 }

@@ -4,9 +4,11 @@
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "core/error.h"
 #include "core/factory.h"
+#include "models/train/pipeline_state.h"
 #include "models/train/train_state.h"
 #include "optim/make_optimizer.h"
 #include "optim/mixed_precision.h"
@@ -16,6 +18,13 @@
 namespace tessera::train {
 
 namespace {
+
+// The optimizer's numbering of the model's parameters (both engines number them this way).
+ParamOrder order_of(const nn::Module& model) {
+  std::vector<std::pair<std::string, Shape>> params;
+  for (const auto& [name, p] : model.named_parameters()) params.emplace_back(name, p.shape());
+  return ParamOrder::of(params);
+}
 
 // DataParallel's all-reduce (with more than one data rank), f32 masters of every parameter, and
 // one optimizer over them.
@@ -77,6 +86,23 @@ class PlainUpdate : public UpdateEngine {
                                               const Placements& model_placements,
                                               const nn::Module& model) const override {
     return optimizer_state_placement(name, t, *optimizer_, masters_, model_placements, model);
+  }
+  std::vector<StatePiece> checkpoint_pieces(const nn::Module& model) override {
+    std::vector<StatePiece> out;
+    for (const auto& [name, t] : model_checkpoint_tensors(model, masters_))
+      out.push_back({.name = name, .param = name, .data = t});
+    const ParamOrder order = order_of(model);
+    for (const auto& [key, t] : optimizer_->state_dict().tensors) {
+      const size_t dot = key.find('.', 6);  // "state.<k>.<what>"
+      TS_CHECK(key.rfind("state.", 0) == 0 && dot != std::string::npos, "checkpoint",
+               "expected optimizer tensors named state.<k>.<name>, got '", key, "'");
+      const std::string& param = order.names.at(std::stoull(key.substr(6, dot - 6)));
+      out.push_back({.name = optimizer_tensor_name(key.substr(dot + 1), param), .param = param, .data = t});
+    }
+    return out;
+  }
+  nlohmann::json named_meta(const nn::Module& model) override {
+    return named_optimizer_meta(optimizer_->state_dict().meta, order_of(model));
   }
   std::string describe() const override { return ""; }
 
@@ -150,6 +176,56 @@ class ZeroUpdate : public UpdateEngine {
     const parallel::tensor::Placement& p = model_placements.at(zero_.params()[param].first);
     if (t.shape() == p.local_shape() || t.shape() == p.global_shape) return p;
     return parallel::tensor::replicated(t.shape());
+  }
+  // Each rank writes its own shards' flat ranges (unique over the data group) and, like a plain
+  // replica, the buffers.
+  // A state_dict name that aliases a parameter (a tied lm_head.weight) gets the master's pieces
+  // too: under stage 3 reading the alias itself would gather on the writing rank alone.
+  std::vector<StatePiece> checkpoint_pieces(const nn::Module& model) override {
+    const std::vector<parallel::zero::ShardedOptimizer::ShardSlice> slices = zero_.shard_slices();
+    std::map<const Storage*, size_t> param_of;
+    for (size_t i = 0; i < zero_.params().size(); ++i)
+      param_of[zero_.params()[i].second.storage().get()] = i;
+    std::vector<StatePiece> out;
+    for (const auto& [name, t] : model.state_dict()) {
+      auto it = param_of.find(t.storage().get());
+      if (it == param_of.end()) {
+        out.push_back({.name = name, .param = name, .data = t});
+        continue;
+      }
+      for (const auto& slice : slices) {
+        if (slice.param != it->second) continue;
+        out.push_back({.name = name, .param = name, .data = slice.master,
+                       .flat_begin = slice.offset, .data_replicated = false});
+        if (name != zero_.params()[slice.param].first) continue;  // state once, by its own name
+        for (const auto& [what, st] : slice.state)
+          out.push_back({.name = optimizer_tensor_name(what, name), .param = name, .data = st,
+                         .flat_begin = slice.offset, .data_replicated = false});
+      }
+    }
+    return out;
+  }
+  nlohmann::json named_meta(const nn::Module& model) override {
+    return named_optimizer_meta(zero_.state_meta(), order_of(model));
+  }
+  // Buffers whole (every replica holds them); masters and optimizer state by this rank's ranges.
+  bool load_own_pieces(nn::Module& model, const nlohmann::json& meta,
+                       const std::map<std::string, std::vector<std::string>>& states,
+                       const PieceSource& read) override {
+    std::set<const Storage*> params;
+    for (const auto& [name, p] : zero_.params()) params.insert(p.storage().get());
+    for (const auto& [name, t] : model.state_dict())
+      if (!params.count(t.storage().get()))
+        t.copy_(read(name, name, 0, -1).to(t.dtype()).reshape(t.shape()));
+    std::set<std::string> names;  // a stepped group's state tensors (every parameter has them)
+    for (const auto& [param, whats] : states) names.insert(whats.begin(), whats.end());
+    zero_.load_shards(meta, {names.begin(), names.end()},
+                      [&](size_t p, int64_t offset, int64_t numel, const std::string& what) {
+                        const std::string& param = zero_.params()[p].first;
+                        return read(what.empty() ? param : optimizer_tensor_name(what, param),
+                                    param, offset, numel);
+                      });
+    return true;
   }
   std::string describe() const override {
     int64_t total = 0, mine = 0;

@@ -3,9 +3,12 @@
 // (DataParallel's all-reduce, an f32 master of every parameter, one optimizer over them) and ZeRO
 // stages 1-3 (parallel/zero: masters and optimizer state sharded over the data group; stage 2 also
 // gradients, stage 3 also parameters). Both save the same checkpoint format, so either resumes the
-// other's checkpoints.
+// other's checkpoints; for a sharded checkpoint each hands over the pieces it holds (ZeRO: its flat
+// ranges) and ZeRO reads back only its own ranges.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -57,6 +60,27 @@ class UpdateEngine {
   virtual parallel::tensor::Placement state_placement(const std::string& name, const Tensor& t,
                                                       const Placements& model_placements,
                                                       const nn::Module& model) const = 0;
+  // A sharded checkpoint's part of this rank, without communication: the model's tensors (f32
+  // master values) and the optimizer's state under optimizer_tensor_name(), each the whole local
+  // tensor (the plain path) or this rank's flat range of it (ZeRO's shards).
+  virtual std::vector<StatePiece> checkpoint_pieces(const nn::Module& model) = 0;
+  // The optimizer state's meta keyed by parameter name (named_optimizer_meta), no communication.
+  virtual nlohmann::json named_meta(const nn::Module& model) = 0;
+  // Reads part of a sharded checkpoint's tensor `name`: the flat elements [offset, offset + numel)
+  // of the local tensor of `param`'s placement, or (numel < 0) that whole local tensor.
+  using PieceSource = std::function<Tensor(const std::string& name, const std::string& param,
+                                           int64_t offset, int64_t numel)>;
+  // A sharded resume that reads only this rank's own pieces (ZeRO: its flat ranges of each
+  // parameter, not the whole parameters). meta: optimizer meta in this model's numbering; states:
+  // each parameter's stored optimizer state names. Collective under ZeRO. False when the engine
+  // keeps whole tensors anyway (the plain path): the caller reads them and calls load_model and
+  // load_state_dict.
+  virtual bool load_own_pieces(nn::Module& model, const nlohmann::json& meta,
+                               const std::map<std::string, std::vector<std::string>>& states,
+                               const PieceSource& read) {
+    (void)model, (void)meta, (void)states, (void)read;
+    return false;
+  }
   // A line for the run's header ("" when there is nothing to say).
   virtual std::string describe() const = 0;
 };

@@ -56,6 +56,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -163,6 +164,29 @@ class ShardedOptimizer {
   // under stage 3 (the compute shards follow; reading a released parameter gathers it).
   void load_masters(const std::vector<Tensor>& values);
 
+  // A sharded checkpoint's part of this rank, without communication: each piece of a parameter in
+  // this rank's shards, as a flat range of the parameter, with views of its master and of its
+  // optimizer state ("exp_avg", ...; none before the first step).
+  struct ShardSlice {
+    size_t param = 0;      // index into params()
+    int64_t offset = 0;    // the parameter's flat elements [offset, offset + master.numel())
+    Tensor master;         // f32, a view into shard_params()
+    std::vector<std::pair<std::string, Tensor>> state;
+  };
+  std::vector<ShardSlice> shard_slices() const;
+  // state_dict()'s meta (type, param_groups, each parameter's step) without the tensors, so
+  // without communication.
+  nlohmann::json state_meta() const;
+  // Loads this rank's master and optimizer-state shards from a sharded checkpoint, reading only
+  // its own flat ranges: read(param, offset, numel, what) returns parameter `param`'s flat
+  // elements [offset, offset + numel) of its master (what "") or of state `what`. meta: the plain
+  // optimizer's (state_dict()'s numbering); state_names: the state tensors of a stepped group.
+  // Collective: the model's parameters then hold the loaded masters (gather_parameters).
+  using SliceReader =
+      std::function<Tensor(size_t param, int64_t offset, int64_t numel, const std::string& what)>;
+  void load_shards(const nlohmann::json& meta, const std::vector<std::string>& state_names,
+                   const SliceReader& read);
+
   int stage() const { return options_.stage; }
   bool offloaded() const { return options_.offload; }
   // Where shard_params(), their gradients and the optimizer state live: the communicator's device,
@@ -180,6 +204,9 @@ class ShardedOptimizer {
 
  private:
   // Group g's parameters packed into its flat buffer (padded_numel, zero padding) in `dtype`.
+  // A plain optimizer's meta checked against the plan: the inner optimizer's meta (one parameter
+  // per group) and each group's step (0: not stepped).
+  nlohmann::json inner_meta(const nlohmann::json& meta, std::vector<int64_t>& steps) const;
   Tensor pack_group(size_t g, DType dtype) const;
   void shard_grads_from_model();
   // Group g's master shard in the parameters' dtype (comm_dtypes_[g]) on the communicator's device:

@@ -60,9 +60,43 @@ optim::OptimizerState ShardedOptimizer::state_dict() const {
   return out;
 }
 
-void ShardedOptimizer::load_state_dict(const optim::OptimizerState& sd) {
+nlohmann::json ShardedOptimizer::state_meta() const {
+  const json inner = optimizer_->state_dict().meta;
+  json groups = json::array(), state = json::object();
+  for (size_t g = 0; g < plan_.groups.size(); ++g) {
+    json options = inner.at("param_groups").at(g);
+    json indices = json::array();
+    for (size_t i = 0; i < plan_.groups[g].slots.size(); ++i) indices.push_back(group_begin_[g] + i);
+    options["params"] = indices;
+    groups.push_back(options);
+    if (const int64_t step = optimizer_->step_count(g); step > 0)
+      for (size_t i = 0; i < plan_.groups[g].slots.size(); ++i)
+        state[std::to_string(group_begin_[g] + i)] = {{"step", step}};
+  }
+  return {{"type", inner.at("type")}, {"param_groups", groups}, {"state", state}};
+}
+
+std::vector<ShardedOptimizer::ShardSlice> ShardedOptimizer::shard_slices() const {
+  const optim::OptimizerState inner = optimizer_->state_dict();
+  std::vector<ShardSlice> out;
+  for (size_t g = 0; g < plan_.groups.size(); ++g) {
+    const std::string prefix = "state." + std::to_string(g) + ".";
+    for (const ShardPiece& pc : pieces_[g]) {
+      if (pc.numel == 0) continue;
+      ShardSlice s{.param = pc.param,
+                   .offset = pc.param_offset,
+                   .master = shards_[g].detach().narrow(0, pc.shard_offset, pc.numel)};
+      for (const auto& [name, shard] : inner.tensors)
+        if (name.rfind(prefix, 0) == 0)
+          s.state.emplace_back(name.substr(prefix.size()), shard.narrow(0, pc.shard_offset, pc.numel));
+      out.push_back(std::move(s));
+    }
+  }
+  return out;
+}
+
+json ShardedOptimizer::inner_meta(const json& m, std::vector<int64_t>& steps) const {
   const char* op = "load_state_dict";
-  const json& m = sd.meta;
   TS_CHECK(m.is_object() && m.contains("type") && m.contains("param_groups") && m.contains("state"),
            op, "expected meta with 'type', 'param_groups' and 'state', got ", m.dump());
   const json& groups = m.at("param_groups");
@@ -71,14 +105,10 @@ void ShardedOptimizer::load_state_dict(const optim::OptimizerState& sd) {
            plan_.groups.size(), " param_groups, got ",
            groups.is_array() ? std::to_string(groups.size()) : groups.dump());
   TS_CHECK(state.is_object(), op, "expected 'state' as an object, got ", state.dump());
-  std::map<std::string, const Tensor*> by_name;
-  for (const auto& [name, t] : sd.tensors) by_name[name] = &t;
-  std::set<std::string> used_tensors, used_state;
-
-  optim::OptimizerState inner;
-  inner.meta["type"] = m.at("type");
+  std::set<std::string> used_state;
   json inner_groups = json::array();
   json inner_state = json::object();
+  steps.assign(plan_.groups.size(), 0);
   for (size_t g = 0; g < plan_.groups.size(); ++g) {
     const ZeroGroupPlan& gp = plan_.groups[g];
     json j = groups[g];
@@ -108,7 +138,26 @@ void ShardedOptimizer::load_state_dict(const optim::OptimizerState& sd) {
       step = s;
     }
     if (step <= 0) continue;
+    steps[g] = step;
     inner_state[std::to_string(g)] = {{"step", step}};
+  }
+  for (const auto& item : state.items())
+    TS_CHECK(used_state.count(item.key()) == 1, op, "expected state entries for parameters 0..",
+             int64_t(tensors_.size()) - 1, ", got entry '", item.key(), "'");
+  return {{"type", m.at("type")}, {"param_groups", inner_groups}, {"state", inner_state}};
+}
+
+void ShardedOptimizer::load_state_dict(const optim::OptimizerState& sd) {
+  const char* op = "load_state_dict";
+  std::vector<int64_t> steps;
+  optim::OptimizerState inner;
+  inner.meta = inner_meta(sd.meta, steps);
+  std::map<std::string, const Tensor*> by_name;
+  for (const auto& [name, t] : sd.tensors) by_name[name] = &t;
+  std::set<std::string> used_tensors;
+  for (size_t g = 0; g < plan_.groups.size(); ++g) {
+    const ZeroGroupPlan& gp = plan_.groups[g];
+    if (steps[g] <= 0) continue;
     // Every state tensor the first parameter has, cut into this rank's shard of the group.
     const std::string first = "state." + std::to_string(group_begin_[g]) + ".";
     std::vector<std::string> names;
@@ -135,16 +184,40 @@ void ShardedOptimizer::load_state_dict(const optim::OptimizerState& sd) {
       inner.tensors.emplace_back(state_key(g, what), shard);
     }
   }
-  for (const auto& item : state.items())
-    TS_CHECK(used_state.count(item.key()) == 1, op, "expected state entries for parameters 0..",
-             int64_t(tensors_.size()) - 1, ", got entry '", item.key(), "'");
   for (const auto& [name, t] : sd.tensors)
     TS_CHECK(used_tensors.count(name) == 1, op, "expected only the state tensors of ",
              optimizer_->type(), ", got unexpected tensor '", name, "'");
-  inner.meta["param_groups"] = inner_groups;
-  inner.meta["state"] = inner_state;
   // The inner optimizer checks the type, the options and the state names against them.
   optimizer_->load_state_dict(inner);
+}
+
+void ShardedOptimizer::load_shards(const json& meta, const std::vector<std::string>& state_names,
+                                   const SliceReader& read) {
+  std::vector<int64_t> steps;
+  optim::OptimizerState inner;
+  inner.meta = inner_meta(meta, steps);
+  for (size_t g = 0; g < plan_.groups.size(); ++g) {
+    const ZeroGroupPlan& gp = plan_.groups[g];
+    auto fill = [&](const Tensor& shard, const std::string& what) {
+      for (const ShardPiece& pc : pieces_[g]) {
+        if (pc.numel == 0) continue;
+        const Tensor v = read(pc.param, pc.param_offset, pc.numel, what);
+        TS_CHECK(v.defined() && v.numel() == pc.numel, "zero", "expected ", pc.numel,
+                 " elements of '", params_[pc.param].first, "' (", what.empty() ? "master" : what,
+                 "), got ", v.defined() ? v.describe() : "none");
+        shard.narrow(0, pc.shard_offset, pc.numel).copy_(v.reshape({pc.numel}).to(DType::f32));
+      }
+    };
+    fill(shards_[g].detach(), "");
+    if (steps[g] <= 0) continue;
+    for (const std::string& what : state_names) {
+      Tensor shard = zeros({gp.shard_numel}, {.dtype = DType::f32, .device = comm_->device()});
+      fill(shard, what);
+      inner.tensors.emplace_back(state_key(g, what), shard);
+    }
+  }
+  optimizer_->load_state_dict(inner);
+  gather_parameters();  // the model's parameters (stage 3: its compute shards) follow
 }
 
 void ShardedOptimizer::gather_masters(const std::vector<Tensor>& out) const {

@@ -23,6 +23,7 @@
 #include "models/io/safetensors.h"
 #include "models/train/train_state.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/inspect_sharded.h"
 
 namespace tessera::cli {
 
@@ -279,6 +280,7 @@ void print_report(const std::string& dir, const json& state, const Report& repor
     tensor_bytes += f.tensor_bytes;
     file_bytes += f.file_bytes;
   }
+  if (report.files.empty()) return;  // a sharded checkpoint: inspect_sharded reports the rest
   std::cout << "\ntotal: " << tensors << " tensors, " << tensor_bytes << " bytes of tensor data, "
             << file_bytes << " bytes in files; checksums: " << report.verified << " of " << tensors
             << " verified, " << report.problems.size() << " problem(s)\n";
@@ -307,6 +309,11 @@ int run_checkpoint_inspect(const std::vector<std::string>& args) {
       state = json::parse(io::read_file(state_path, "checkpoint"));
     } catch (const json::exception& e) {
       TS_FAIL("checkpoint", state_path, ": not valid JSON: ", e.what());
+    }
+    if (state.is_object() && state.contains("index") && state.contains("state") &&
+        state["state"].is_object()) {  // sharded: the index lists the pieces
+      print_report(dir, state, Report{});
+      return inspect_sharded(dir);
     }
     TS_CHECK(state.is_object() && state.value("format", "") == "tessera-checkpoint" &&
                  state.contains("files") && state["files"].is_object() && state.contains("state") &&

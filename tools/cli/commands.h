@@ -18,6 +18,8 @@ int run_generate(const std::vector<std::string>& args);
 int run_checkpoint_inspect(const std::vector<std::string>& args);
 // `checkpoint export DIR OUT --format hf`: a GPT checkpoint as a Hugging Face GPT-2 directory.
 int run_checkpoint_export(const std::vector<std::string>& args);
+// `checkpoint consolidate DIR OUT [--optimizer]`: one safetensors file of the full serial model.
+int run_checkpoint_consolidate(const std::vector<std::string>& args);
 
 extern const char* const kTrainUsage;
 extern const char* const kEvalUsage;

@@ -24,7 +24,8 @@ constexpr const char* kUsage =
     "  data prepare --input a.txt --output a.tok   text files -> token files\n"
     "  checkpoint inspect DIR                      a checkpoint's step, layout, tensors and bytes;\n"
     "                                              checksums verified\n"
-    "  checkpoint export DIR OUT --format hf       a GPT checkpoint as a Hugging Face GPT-2 dir\n"
+    "  checkpoint export DIR OUT --format hf       a checkpoint as a Hugging Face directory\n"
+    "  checkpoint consolidate DIR OUT [--optimizer] one safetensors file of the serial model\n"
     "  bench kernels|train|comm|tp|zero|pp|cuda    benchmarks: kernels and the GPT-2 training step\n"
     "                                              beside PyTorch; comm (mpirun -np N) collectives\n"
     "                                              and data-parallel scaling; tp (mpirun -np N)\n"
@@ -57,7 +58,8 @@ int run_data(const std::vector<std::string>& rest) {
 constexpr const char* kCheckpointUsage =
     "usage: tessera checkpoint <subcommand> [options]   (tessera checkpoint <subcommand> --help)\n"
     "  inspect DIR   step, layout, tensors (dtype, global shape, bytes), checksums verified\n"
-    "  export DIR OUT --format hf   a GPT checkpoint as a Hugging Face GPT-2 directory\n";
+    "  export DIR OUT --format hf   a GPT, BERT or ViT checkpoint as a Hugging Face directory\n"
+    "  consolidate DIR OUT [--optimizer]   one safetensors file of the full serial model\n";
 
 int run_checkpoint(const std::vector<std::string>& rest) {
   if (!rest.empty() && (rest[0] == "--help" || rest[0] == "-h" || rest[0] == "help")) {
@@ -68,7 +70,9 @@ int run_checkpoint(const std::vector<std::string>& rest) {
     return tessera::cli::run_checkpoint_inspect({rest.begin() + 1, rest.end()});
   if (!rest.empty() && rest[0] == "export")
     return tessera::cli::run_checkpoint_export({rest.begin() + 1, rest.end()});
-  std::cerr << "tessera checkpoint: expected the subcommand 'inspect' or 'export', got "
+  if (!rest.empty() && rest[0] == "consolidate")
+    return tessera::cli::run_checkpoint_consolidate({rest.begin() + 1, rest.end()});
+  std::cerr << "tessera checkpoint: expected the subcommand 'inspect', 'export' or 'consolidate', got "
             << (rest.empty() ? std::string("none") : "'" + rest[0] + "'") << "\n"
             << kCheckpointUsage;
   return 2;

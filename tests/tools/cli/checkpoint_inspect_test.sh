@@ -135,6 +135,6 @@ expect_error "inspect a directory that holds no checkpoint" "found neither"
 run 60 "$tessera" checkpoint inspect
 expect_error "inspect without DIR" "expected a checkpoint DIR"
 run 60 "$tessera" checkpoint nosuch
-expect_error "unknown checkpoint subcommand" "expected the subcommand 'inspect' or 'export', got 'nosuch'"
+expect_error "unknown checkpoint subcommand" "expected the subcommand 'inspect', 'export' or 'consolidate', got 'nosuch'"
 
 finish
