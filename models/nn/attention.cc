@@ -74,10 +74,12 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& key_padding_ma
   }
   args.causal = spec_.causal;
   args.dropout_p = is_training() ? spec_.attn_dropout : 0.0;
-  // The whole layer's (B, heads, T, S) draw: this batch chunk's rows are one run of its counters.
+  // The whole layer's (B, heads, T, S) draw: this batch chunk's rows are one run of its counters,
+  // over the whole sequence when x holds a sequence shard.
   Generator rows;
   if (args.dropout_p > 0.0 && split_.batch_parts > 1) {
-    rows = batch_chunk_generator(uint64_t(b * spec_.n_heads * t * t), split_.batch_parts,
+    const int64_t whole = sequence_.on() ? t * sequence_.size() : t;
+    rows = batch_chunk_generator(uint64_t(b * spec_.n_heads * whole * whole), split_.batch_parts,
                                  split_.batch_index);
     args.gen = &rows;
   }

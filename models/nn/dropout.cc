@@ -65,6 +65,12 @@ void Dropout::set_chunk(const DropoutChunk& chunk) {
            "expected batch chunk index in [0, batch_parts) with batch_parts >= 1 (and a chunked "
            "dim other than 0), got index ",
            chunk.batch_index, " of ", chunk.batch_parts, " with dim ", chunk.dim);
+  TS_CHECK(chunk.feature_parts >= 1 && chunk.feature_index >= 0 &&
+               chunk.feature_index < chunk.feature_parts &&
+               (chunk.feature_parts == 1 || (chunk.dim != -1 && chunk.parts >= 1)),
+           "Dropout", "expected a feature chunk index in [0, feature_parts) beside a chunked dim other "
+           "than the last, got ", chunk.feature_index, " of ", chunk.feature_parts, " with dim ",
+           chunk.dim);
   TS_CHECK(chunk.second_index < 0 || (chunk.second_index < chunk.parts && chunk.second_index != chunk.index),
            "Dropout", "expected a second chunk index in [0, parts) other than the first, got ",
            chunk.second_index, " of ", chunk.parts, " (first ", chunk.index, ")");
@@ -73,29 +79,53 @@ void Dropout::set_chunk(const DropoutChunk& chunk) {
 
 Tensor Dropout::forward(const Tensor& x) {
   if (!is_training() || p_ == 0.0) return x;
-  if (chunk_.parts == 1 && chunk_.batch_parts == 1) return dropout(x, p_, /*training=*/true);
-  TS_CHECK(x.defined() && chunk_.dim < x.dim() && -chunk_.dim <= x.dim() &&
-               (chunk_.batch_parts == 1 || x.dim() >= 2),
-           "Dropout", "expected an input with a dim ", chunk_.dim, " (the chunked one)",
-           chunk_.batch_parts > 1 ? " and a batch dim 0" : "", ", got ",
+  if (chunk_.feature_parts > 1) return drop_feature_chunk(x);
+  return drop_chunk(x);
+}
+
+// Sequence parallelism under 2D / 3D: x is a block of the serial tensor in the batch, the sequence
+// and the features at once. The serial mask's counters run along the features innermost, so the
+// piece of this rank's rows over every feature is drawn (feature_parts times x's counters, a
+// small cost beside the layer) and this rank's features are cut from it.
+Tensor Dropout::drop_feature_chunk(const Tensor& x) const {
+  TS_CHECK(x.defined() && x.dim() >= 2, "Dropout", "expected an input with features in its last dim, got ",
            x.defined() ? x.describe() : "undefined");
-  const int held = chunk_.second_index >= 0 ? 2 : 1;  // chunks of `parts` in x
-  const int64_t n = x.size(chunk_.dim) / held;       // one chunk's length; the whole's n * parts
-  TS_CHECK(n * held == x.size(chunk_.dim), "Dropout", "expected an even length along dim ",
-           chunk_.dim, " for two chunks, got ", x.describe());
+  Shape rows = x.shape();
+  const int64_t width = rows.back();
+  rows.back() *= chunk_.feature_parts;
+  DropoutChunk whole_rows = chunk_;
+  whole_rows.feature_parts = 1;
+  whole_rows.feature_index = 0;
+  const Tensor mask = drop_chunk(ones(rows, {.dtype = x.dtype(), .device = x.device()}), whole_rows);
+  return mul(x, narrow(mask, -1, width * chunk_.feature_index, width));  // kept: 1 / (1 - p)
+}
+
+Tensor Dropout::drop_chunk(const Tensor& x) const { return drop_chunk(x, chunk_); }
+
+Tensor Dropout::drop_chunk(const Tensor& x, const DropoutChunk& c) const {
+  if (c.parts == 1 && c.batch_parts == 1) return dropout(x, p_, /*training=*/true);
+  TS_CHECK(x.defined() && c.dim < x.dim() && -c.dim <= x.dim() &&
+               (c.batch_parts == 1 || x.dim() >= 2),
+           "Dropout", "expected an input with a dim ", c.dim, " (the chunked one)",
+           c.batch_parts > 1 ? " and a batch dim 0" : "", ", got ",
+           x.defined() ? x.describe() : "undefined");
+  const int held = c.second_index >= 0 ? 2 : 1;  // chunks of `parts` in x
+  const int64_t n = x.size(c.dim) / held;       // one chunk's length; the whole's n * parts
+  TS_CHECK(n * held == x.size(c.dim), "Dropout", "expected an even length along dim ",
+           c.dim, " for two chunks, got ", x.describe());
   // This batch chunk's run of the whole tensor's counters (all of it when the batch is whole).
-  Generator at = batch_chunk_generator(uint64_t(x.numel() / held) * uint64_t(chunk_.parts),
-                                       chunk_.batch_parts, chunk_.batch_index);
-  if (chunk_.parts == 1) return dropout(x, p_, /*training=*/true, &at);
-  auto drop_chunk = [&](const Tensor& piece, int index) {
+  Generator at = batch_chunk_generator(uint64_t(x.numel() / held) * uint64_t(c.parts),
+                                       c.batch_parts, c.batch_index);
+  if (c.parts == 1) return dropout(x, p_, /*training=*/true, &at);
+  auto drop_piece = [&](const Tensor& piece, int index) {
     Generator from = at;  // every chunk reads the same run of counters
-    return dropout_slice(piece, p_, {.dim = chunk_.dim, .size = n * chunk_.parts, .start = n * index},
+    return dropout_slice(piece, p_, {.dim = c.dim, .size = n * c.parts, .start = n * index},
                          /*training=*/true, &from);
   };
-  if (held == 1) return drop_chunk(x, chunk_.index);
-  return cat({drop_chunk(narrow(x, chunk_.dim, 0, n), chunk_.index),
-              drop_chunk(narrow(x, chunk_.dim, n, n), chunk_.second_index)},
-             chunk_.dim);
+  if (held == 1) return drop_piece(x, c.index);
+  return cat({drop_piece(narrow(x, c.dim, 0, n), c.index),
+              drop_piece(narrow(x, c.dim, n, n), c.second_index)},
+             c.dim);
 }
 
 }  // namespace tessera::nn

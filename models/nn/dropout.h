@@ -24,6 +24,11 @@ struct DropoutChunk {
   int batch_parts = 1;  // > 1 needs dim != 0
   int batch_index = 0;
   int second_index = -1;  // >= 0: a second chunk, after the first
+  // > 1: the last dim is cut as well, this rank holding chunk feature_index of feature_parts
+  // (sequence parallelism under 2D / 3D: dim 1 is the sequence chunk, the batch and the features
+  // are the grid's); dim must then be another one.
+  int feature_parts = 1;
+  int feature_index = 0;
 };
 
 // A generator at the first counter of run `index` of `parts` equal runs of `run` counters, all of
@@ -70,6 +75,10 @@ class Dropout : public Module {
   void set_chunk(const DropoutChunk& chunk);
 
  private:
+  Tensor drop_chunk(const Tensor& x) const;
+  Tensor drop_chunk(const Tensor& x, const DropoutChunk& chunk) const;
+  Tensor drop_feature_chunk(const Tensor& x) const;
+
   double p_;
   DropoutChunk chunk_;
 };

@@ -96,9 +96,22 @@ std::shared_ptr<Embedding> make_embedding(const EmbeddingSpec& spec, const Build
 }
 
 DropoutChunk residual_dropout_chunk(const BuildContext& ctx) {
-  if (ctx.tensor_2d()) return dropout_chunk_2d(ctx.summa_grid());
-  if (ctx.tensor_3d()) return dropout_chunk_3d(cube_of(ctx, "residual_dropout_chunk"));
-  if (const SequenceShard shard(ctx); shard.on()) return shard.dropout_chunk();
+  const SequenceShard shard(ctx);
+  if (ctx.tensor_2d() || ctx.tensor_3d()) {
+    const DropoutChunk grid = ctx.tensor_2d()
+                                  ? dropout_chunk_2d(ctx.summa_grid())
+                                  : dropout_chunk_3d(cube_of(ctx, "residual_dropout_chunk"));
+    if (!shard.on()) return grid;
+    // The paper's sequence parallelism inside the grid: the sequence chunk along dim 1, the grid's
+    // batch rows and feature columns around it.
+    DropoutChunk c = shard.dropout_chunk();
+    c.batch_parts = grid.batch_parts;
+    c.batch_index = grid.batch_index;
+    c.feature_parts = grid.parts;
+    c.feature_index = grid.index;
+    return c;
+  }
+  if (shard.on()) return shard.dropout_chunk();
   return SequenceSplit(ctx).dropout_chunk();
 }
 

@@ -158,7 +158,7 @@ void check_2d_batch(const TrainConfig& c) {
 }
 
 // The paper's sequence parallelism (parallel.sequence): GPT, BERT and ViT on the CPU, with data,
-// pipeline and tensor parallelism (2D, 2.5D, 3D with dropout off) and ZeRO; the sequence (ViT: the
+// pipeline and tensor parallelism (every mode) and ZeRO; the sequence (ViT: the
 // class token and the patches) must split over the group, and the heads for all_to_all.
 void check_sequence(const TrainConfig& c) {
   const parallel::ParallelConfig& p = c.parallel;
@@ -167,18 +167,6 @@ void check_sequence(const TrainConfig& c) {
            " with parallel.tensor.size ", p.tensor.size, " (mode ", p.tensor.mode,
            ", sequence_parallel): Megatron's sequence parallelism and the paper's would both split "
            "the positions; set parallel.tensor.sequence_parallel to false or parallel.sequence to 1");
-  // 2D, 2.5D and 3D cut the batch and the features too: a Dropout's piece of the serial mask
-  // would then be a block in three dims, which DropoutChunk (one chunked dim and the batch) does
-  // not describe.
-  const bool grid = p.tensor.size > 1 && p.tensor.mode != "1d";
-  const double dropout = c.kind == ModelKind::gpt    ? std::max(c.gpt.dropout, c.gpt.attn_dropout)
-                         : c.kind == ModelKind::bert ? std::max(c.bert.dropout, c.bert.attn_dropout)
-                                                     : std::max(c.vit.dropout, c.vit.attn_dropout);
-  TS_CHECK(!grid || dropout == 0.0, "config", what, " with parallel.tensor.mode ", p.tensor.mode,
-           ": expected model.dropout and model.attn_dropout 0, got ", dropout,
-           " (the serial masks' pieces would be cut in the sequence, the batch and the features "
-           "at once, which this version of Tessera does not draw); set them to 0, or use "
-           "parallel.tensor.mode 1d");
   TS_CHECK(c.train.device == "cpu", "config", what, " with train.device ", c.train.device,
            ": sequence parallelism runs on the CPU in this version of Tessera");
   const bool zigzag = p.sequence_layout == "zigzag";

@@ -172,6 +172,48 @@ TEST_CASE("A Dropout on chunks of the serial input draws the serial mask's chunk
                     Catch::Contains("second chunk index"));
 }
 
+TEST_CASE("A Dropout on a block cut in the batch, the sequence and the features draws the serial mask's block",
+          "[nn][dropout]") {
+  // Sequence parallelism inside a 2 x 2 grid: the serial (4, 8, 6) tensor cut into batch rows (2
+  // parts), sequence chunks (2 parts, and the zigzag pairs of 4) and feature columns (2 or 3 parts).
+  Tensor x = add(ones({4, 8, 6}), arange(0.0, 192.0, 1.0).reshape({4, 8, 6}));
+  manual_seed(5);
+  const Tensor serial = Dropout(0.3).forward(x);
+  const uint64_t after = default_generator().offset();
+  for (int features : {2, 3}) {
+    const int64_t w = 6 / features;
+    for (int b = 0; b < 2; ++b) {
+      for (int s = 0; s < 2; ++s) {
+        for (int f = 0; f < features; ++f) {
+          auto block = [&](const Tensor& t) {
+            return narrow(narrow(narrow(t, 0, 2 * b, 2), 1, 4 * s, 4), 2, w * f, w);
+          };
+          manual_seed(5);
+          const Tensor got = Dropout(0.3, {.dim = 1, .parts = 2, .index = s, .batch_parts = 2,
+                                           .batch_index = b, .feature_parts = features,
+                                           .feature_index = f})
+                                 .forward(block(x));
+          CHECK(to_doubles(got) == to_doubles(block(serial)));
+          CHECK(default_generator().offset() == after);
+          // Zigzag: chunks s and 3 - s of 4 along the sequence.
+          auto zig = [&](const Tensor& t) {
+            const Tensor rows = narrow(narrow(t, 0, 2 * b, 2), 2, w * f, w);
+            return cat({narrow(rows, 1, 2 * s, 2), narrow(rows, 1, 2 * (3 - s), 2)}, 1);
+          };
+          manual_seed(5);
+          const Tensor zz = Dropout(0.3, {.dim = 1, .parts = 4, .index = s, .batch_parts = 2,
+                                          .batch_index = b, .second_index = 3 - s,
+                                          .feature_parts = features, .feature_index = f})
+                                .forward(zig(x));
+          CHECK(to_doubles(zz) == to_doubles(zig(serial)));
+        }
+      }
+    }
+  }
+  CHECK_THROWS_WITH(Dropout(0.5, {.dim = -1, .parts = 2, .feature_parts = 2}),
+                    Catch::Contains("feature chunk index"));
+}
+
 TEST_CASE("Dropout masks keyed by micro-batch and unit do not depend on what ran before",
           "[nn][dropout]") {
   Tensor x = ones({64});
