@@ -38,6 +38,8 @@ int64_t model_blocks(const TrainConfig& c) {
       return c.bert.n_layers;
     case ModelKind::vit:
       return c.vit.n_layers;
+    case ModelKind::custom:
+      break;
   }
   return 0;
 }
@@ -73,6 +75,8 @@ void check_2d(const TrainConfig& c) {
     case ModelKind::vit:
       d = c.vit.d_model, heads = c.vit.n_heads, hidden = c.vit.mlp_hidden;
       break;
+    case ModelKind::custom:
+      return;  // not called: check_supported leaves a custom model's shapes to its layers
   }
   if (hidden == 0) hidden = 4 * d;
   TS_CHECK(d % q2 == 0, "config", on_grid, ": expected model.d_model ", d,
@@ -111,6 +115,8 @@ void check_3d(const TrainConfig& c) {
     case ModelKind::vit:
       d = c.vit.d_model, heads = c.vit.n_heads, hidden = c.vit.mlp_hidden;
       break;
+    case ModelKind::custom:
+      return;  // not called: check_supported leaves a custom model's shapes to its layers
   }
   if (hidden == 0) hidden = 4 * d;
   TS_CHECK(d % q3 == 0, "config", on_cube, ": expected model.d_model ", d,
@@ -228,9 +234,17 @@ void check_supported(const TrainConfig& c) {
              ": pipeline parallelism runs on the CPU in this version of Tessera (its transfers "
              "go over MPI); set train.device to cpu or parallel.pipeline to 1");
   }
+  // A custom model's shapes are its own: its layers refuse a split they cannot make when it is
+  // built (the factories' errors name the numbers).
+  const bool custom = c.kind == ModelKind::custom;
+  TS_CHECK(!custom || (p.sequence == 1 && !p.tensor.sequence_parallel), "config",
+           "parallel.sequence and parallel.tensor.sequence_parallel split the positions, which a "
+           "model given through the C++ API (model.type custom) would have to cut and gather "
+           "itself; this version of Tessera does that for its GPT, BERT and ViT only. Set "
+           "parallel.sequence to 1 and parallel.tensor.sequence_parallel to false");
   if (p.tensor.size > 1) {
-    if (p.tensor.mode == "2d" || p.tensor.mode == "2.5d") check_2d(c);
-    if (p.tensor.mode == "3d") check_3d(c);
+    if (!custom && (p.tensor.mode == "2d" || p.tensor.mode == "2.5d")) check_2d(c);
+    if (!custom && p.tensor.mode == "3d") check_3d(c);
     TS_CHECK(c.train.device == "cpu", "config", "parallel.tensor.size ", p.tensor.size,
              " with train.device ", c.train.device,
              ": tensor parallelism runs on the CPU in this version of Tessera; set train.device "
@@ -308,7 +322,8 @@ int64_t resolve_layout(TrainConfig& c, int world_size) {
              "train.batch_size ", t.batch_size, " / (train.micro_batch_size ", t.micro_batch_size,
              " x data ", p.data, ") = ", micro_batches, ") divisible by parallel.pipeline ",
              p.pipeline);
-    const int64_t blocks = model_blocks(c);
+    // (A custom model's stage plan checks its own blocks: nn::PipelineStage::plan.)
+    const int64_t blocks = c.kind == ModelKind::custom ? int64_t(p.pipeline) * v : model_blocks(c);
     TS_CHECK(blocks >= int64_t(p.pipeline) * v, "config", "parallel.pipeline ", p.pipeline,
              " x virtual_stages ", v, " = ", p.pipeline * v, " stages for ", blocks,
              " blocks (model.n_layers): every stage needs at least one block");

@@ -9,6 +9,7 @@
 #include "models/train/config_reader.h"
 #include "models/train/train_device.h"
 #include "optim/make_optimizer.h"
+#include "parallel/zero/param_placement.h"
 
 namespace tessera::train {
 
@@ -324,12 +325,37 @@ TrainConfig TrainConfig::from_json(const json& j) {
     TS_CHECK(!c.zero.offload || c.zero.stage > 0, "config",
              "zero.offload keeps the ZeRO optimizer's shards on the host, so it needs zero.stage 1, "
              "2 or 3, got zero.stage 0; set zero.stage or remove zero.offload");
-    // Gemini's chunk placement (issue 12) is not written yet: named here, not "unknown key".
-    for (const char* key : {"offload_params", "placement", "device_memory_limit", "chunk_mb"})
-      TS_CHECK(!z.has(key), "config", "zero.", key,
-               ": parameter offload and chunk placement are not available in this version of "
-               "Tessera (zero.stage and zero.offload are); remove zero.",
-               key);
+    // Heterogeneous memory for stage 3's parameters (parallel/zero/param_placement.h).
+    c.zero.offload_params = z.boolean("offload_params", false);
+    TS_CHECK(!c.zero.offload_params || (c.zero.stage == 3 && c.zero.offload), "config",
+             "zero.offload_params parks ZeRO stage 3's parameter shards on the host, beside the "
+             "optimizer state zero.offload puts there: expected zero.stage 3 and zero.offload "
+             "true, got zero.stage ", c.zero.stage, " and zero.offload ",
+             c.zero.offload ? "true" : "false");
+    for (const char* key : {"placement", "offload_param_frac", "device_memory_limit", "chunk_mb"})
+      TS_CHECK(!z.has(key) || c.zero.offload_params, "config", "zero.", key,
+               " places parameter chunks on the device or the host, so it needs "
+               "zero.offload_params true; remove it or set zero.offload_params");
+    c.zero.placement = z.string("placement", "static", {"static", "auto"});
+    c.zero.offload_param_frac = z.number("offload_param_frac", 1.0, 0.0, 1.0);
+    TS_CHECK(!z.has("offload_param_frac") || c.zero.placement == "static", "config",
+             "zero.offload_param_frac is the static placement's share of chunks on the host; "
+             "zero.placement auto decides it from zero.device_memory_limit");
+    if (const json* limit = z.any("device_memory_limit")) {
+      TS_CHECK(limit->is_string() || limit->is_number_integer(), "config",
+               "zero.device_memory_limit: expected a size such as \"8G\" or a number of bytes, "
+               "got ", limit->dump());
+      c.zero.device_memory_limit =
+          limit->is_string()
+              ? parallel::zero::parse_bytes(limit->get<std::string>(), "zero.device_memory_limit")
+              : limit->get<int64_t>();
+    }
+    TS_CHECK((c.zero.placement == "auto") == (c.zero.device_memory_limit > 0) ||
+                 !c.zero.offload_params,
+             "config", "zero.placement auto keeps the device under zero.device_memory_limit: ",
+             c.zero.placement == "auto" ? "expected a limit above 0 with it"
+                                        : "expected zero.placement auto with a limit");
+    c.zero.chunk_mb = z.number("chunk_mb", 0.0, 0.0, 1 << 20);
     for (const char* key : {"prefetch", "live_params"})
       TS_CHECK(!z.has(key) || c.zero.stage == 3, "config", "zero.", key,
                " is a ZeRO stage 3 setting (how parameters are gathered), got it with zero.stage ",
@@ -344,14 +370,16 @@ TrainConfig TrainConfig::from_json(const json& j) {
   read_schedule(top.object("schedule"), c);
   read_data(top.object("data"), c.data);
   if (c.data.format != "tessera" && c.data.vocab_size == 0)  // the files record no vocabulary
-    c.data.vocab_size = c.kind == ModelKind::bert ? c.bert.vocab_size - 1 : c.gpt.vocab_size;
+    c.data.vocab_size = c.kind == ModelKind::bert     ? c.bert.vocab_size - 1
+                        : c.kind == ModelKind::custom ? c.custom.value("vocab_size", c.gpt.vocab_size)
+                                                      : c.gpt.vocab_size;
   read_checkpoint(top.object("checkpoint"), c.checkpoint);
   read_logging(top.object("logging"), c.logging);
   top.done();
   TS_CHECK(c.data.type.empty() || c.kind == ModelKind::vit, "config", "data.type: ", c.data.type,
            " is image data for the ViT trainer, got model.type ", model_kind_name(c.kind));
-  if (c.kind != ModelKind::gpt) {
-    TS_CHECK(c.train.seq_len == 0 || c.kind == ModelKind::bert, "config",
+  if (c.kind == ModelKind::vit) {
+    TS_CHECK(c.train.seq_len == 0, "config",
              "train.seq_len: only GPT and BERT read sequences, got ", c.train.seq_len, " for vit");
   }
   const std::string opt_type = c.optimizer.value("type", "adamw");
@@ -359,14 +387,15 @@ TrainConfig TrainConfig::from_json(const json& j) {
            "optimizer.type ", opt_type, ": its update loops run on the CPU only; with train.device ",
            c.train.device, " use adam or adamw");
   const int64_t context = c.kind == ModelKind::gpt ? c.gpt.context_length : c.bert.max_positions;
-  TS_CHECK(c.kind == ModelKind::vit || c.train.seq_len <= context, "config",
+  TS_CHECK(c.kind == ModelKind::vit || c.kind == ModelKind::custom || c.train.seq_len <= context,
+           "config",
            "train.seq_len: expected at most the model's context ", context, ", got ",
            c.train.seq_len);
   return c;
 }
 
 int64_t TrainConfig::seq_len() const {
-  if (train.seq_len > 0) return train.seq_len;
+  if (train.seq_len > 0 || kind == ModelKind::custom) return train.seq_len;
   return kind == ModelKind::gpt ? gpt.context_length : bert.max_positions;
 }
 

@@ -31,6 +31,15 @@ struct ZeroSection {
   // order, and parameters kept gathered at once (parallel/zero/stage3_params.h).
   int64_t prefetch = 1;
   int64_t live_params = 4;
+  // Stage 3 with offload: the parameter shards too, in chunks of chunk_mb (0: 4 MiB) placed on
+  // the device or the host (parallel/zero/param_placement.h): "static" puts offload_param_frac
+  // of them on the host; "auto" traces the first step and keeps on the device what fits under
+  // device_memory_limit (bytes; "8G" in the file).
+  bool offload_params = false;
+  std::string placement = "static";
+  double offload_param_frac = 1.0;
+  int64_t device_memory_limit = 0;
+  double chunk_mb = 0;
 };
 
 struct PrecisionSection {
@@ -141,7 +150,8 @@ struct TrainConfig {
 
   // Throws ValueError "[config] <what>: ..." naming the full key path of the problem.
   static TrainConfig from_json(const nlohmann::json& j);
-  // The sequence length GPT/BERT train on (train.seq_len or the model's context).
+  // The sequence length GPT/BERT train on (train.seq_len or the model's context); a custom
+  // model's train.seq_len (0 when unset).
   int64_t seq_len() const;
 };
 

@@ -75,18 +75,41 @@ DType precision_dtype(const std::string& name) {
   return DType::f32;
 }
 
+// zero.offload_params and its placement keys as stage 3's parameter placement.
+parallel::zero::ParamPlacement zero_placement(const ZeroSection& z) {
+  if (!z.offload_params) return {};
+  return {.policy = z.placement,
+          .host_fraction = z.offload_param_frac,
+          .device_limit = z.device_memory_limit,
+          .chunk_bytes = int64_t(z.chunk_mb * 1024 * 1024)};
+}
+
 // Rank-dependent so dropout masks differ across data-parallel ranks.
 uint64_t rng_seed(const TrainConfig& c, int64_t data_rank) {
   return c.train.seed * 0x9E3779B97F4A7C15ull + uint64_t(data_rank) + 1;
 }
 
+// Builds the run's task: the bundled GPT, BERT or ViT (make_task) or a user's recipe.
+using TaskFactory = std::function<std::unique_ptr<Task>(const TaskContext&)>;
+
 class Trainer {
  public:
+  // Collective: builds everything and resumes (setup).
   Trainer(const TrainConfig& config, std::shared_ptr<parallel::Communicator> world,
-          const TrainerOptions& options)
-      : config_(config), world_(std::move(world)), options_(options) {}
+          const TrainerOptions& options, TaskFactory make)
+      : config_(config), world_(std::move(world)), options_(options), make_task_(std::move(make)) {
+    if (options_.handle_signals) interrupts_.emplace();
+    setup();
+  }
 
   TrainSummary run();
+  // One step with its progress line (the loop's body without its evaluations and checkpoints).
+  double step_once();
+  void evaluate_now() { evaluate(step_); }
+  void save_now() { save(step_); }
+  int64_t steps_done() const { return step_; }
+  Task& task() { return *task_; }
+  const EvalResult& last_eval() const { return last_eval_; }
 
  private:
   void setup();
@@ -134,6 +157,10 @@ class Trainer {
   TrainConfig config_;
   std::shared_ptr<parallel::Communicator> world_;
   TrainerOptions options_;
+  TaskFactory make_task_;
+  EvalResult last_eval_;
+  bool header_shown_ = false;
+  bool placement_reported_ = false;
   int64_t accum_ = 1;
   int64_t data_rank_ = 0;
   Device device_ = kCPU;
@@ -182,7 +209,10 @@ void Trainer::setup() {
   run_agreed(world_.get(), [&] {
     init_gen_ = Generator(config_.train.seed);
     manual_seed(rng_seed(config_, data_rank_));
-    task_ = make_task({.config = &config_,
+    TS_CHECK(make_task_ || config_.kind != ModelKind::custom, "config",
+             "model.type custom is a model given through the C++ API (train::Engine with a "
+             "ModelRecipe, models/train/engine.h); `tessera train` builds gpt, bert or vit");
+    task_ = (make_task_ ? make_task_ : TaskFactory(make_task))({.config = &config_,
                        .data_rank = data_rank_,
                        .data_size = config_.parallel.data,
                        .init_gen = &init_gen_,
@@ -216,7 +246,8 @@ void Trainer::setup() {
                                   .zero_stage = int(config_.zero.stage),
                                   .zero_offload = config_.zero.offload,
                                   .zero3 = {.live_params = config_.zero.live_params,
-                                            .prefetch = int(config_.zero.prefetch)}});
+                                            .prefetch = int(config_.zero.prefetch),
+                                            .placement = zero_placement(config_.zero)}});
   });
   run_agreed(world_.get(), [&] {
     schedule_.emplace(config_.schedule);
@@ -723,6 +754,7 @@ void Trainer::stop_on_signal(int signal) {
 void Trainer::evaluate(int64_t step) {
   EvalResult r =
       task_->evaluate(data_group(), config_.train.eval_batches, config_.train.micro_batch_size);
+  last_eval_ = r;
   if (r.summary.empty()) return;
   summary_.last_eval = r.metrics;
   progress_->eval(step, r.metrics, r.summary);
@@ -797,22 +829,34 @@ void Trainer::header() {
   os->flush();
 }
 
+double Trainer::step_once() {
+  if (!header_shown_) header();
+  header_shown_ = true;
+  StepStats stats;
+  const bool first = step_ == summary_.start_step && !placement_reported_;
+  const double loss = train_step(step_, stats);
+  ++step_;
+  units_seen_ += stats.units;
+  progress_->step(stats);
+  if (first && rank0()) {
+    placement_reported_ = true;
+    if (const std::string report = update_->placement_report(); !report.empty())
+      progress_->message(report);
+  }
+  return loss;
+}
+
 TrainSummary Trainer::run() {
-  if (options_.handle_signals) interrupts_.emplace();
-  setup();
   header();
+  header_shown_ = true;
   summary_.start_step = step_;
   const auto start = std::chrono::steady_clock::now();
   StepProfile profile(config_.train, world_ ? world_->rank() : 0, world_ ? world_->size() : 1);
   while (step_ < config_.train.steps) {
-    StepStats stats;
     profile.before_step(step_ + 1);
-    summary_.losses.push_back(train_step(step_, stats));
-    ++step_;
+    summary_.losses.push_back(step_once());
     if (const std::string report = profile.after_step(step_); !report.empty() && rank0())
       progress_->message(report);
-    units_seen_ += stats.units;
-    progress_->step(stats);
     const bool last = step_ == config_.train.steps;
     if (config_.train.eval_every > 0 && step_ % config_.train.eval_every == 0 && !last)
       evaluate(step_);
@@ -844,10 +888,38 @@ TrainSummary Trainer::run() {
 
 }  // namespace
 
+// The engine is the trainer: `tessera train` and a user's program run the same loop.
+class Engine::Impl : public Trainer {
+ public:
+  using Trainer::Trainer;
+};
+
+Engine::Engine(const TrainConfig& config, std::shared_ptr<parallel::Communicator> world,
+               const TrainerOptions& options)
+    : impl_(std::make_unique<Impl>(config, std::move(world), options, TaskFactory())) {}
+
+Engine::Engine(const TrainConfig& config, const ModelRecipe& recipe,
+               std::shared_ptr<parallel::Communicator> world, const TrainerOptions& options)
+    : impl_(std::make_unique<Impl>(config, std::move(world), options,
+                                   [recipe](const TaskContext& ctx) {
+                                     return make_recipe_task(recipe, ctx);
+                                   })) {}
+
+Engine::~Engine() = default;
+
+TrainSummary Engine::fit() { return impl_->run(); }
+double Engine::train_step() { return impl_->step_once(); }
+EvalResult Engine::evaluate() {
+  impl_->evaluate_now();
+  return impl_->last_eval();
+}
+void Engine::save() { impl_->save_now(); }
+int64_t Engine::step() const { return impl_->steps_done(); }
+nn::Module& Engine::model() { return impl_->task().model(); }
+
 TrainSummary run_training(const TrainConfig& config, std::shared_ptr<parallel::Communicator> world,
                           const TrainerOptions& options) {
-  Trainer trainer(config, std::move(world), options);
-  return trainer.run();
+  return Engine(config, std::move(world), options).fit();
 }
 
 }  // namespace tessera::train

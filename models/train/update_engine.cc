@@ -249,6 +249,32 @@ class ZeroUpdate : public UpdateEngine {
                   zero_.offloaded() ? "; masters and optimizer state offloaded to host memory, "
                                       "stepped there by the CPU Adam"
                                     : "");
+    std::string out = line;
+    if (const parallel::zero::Stage3Params* s3 = zero_.stage3(); s3 && s3->chunked()) {
+      // Where the parameter shards wait between uses (param_placement.h).
+      const parallel::zero::Stage3Placement p = s3->placement();
+      const parallel::zero::ParamPlacement& how = s3->options().placement;
+      out += "\n  zero: parameter shards in " + std::to_string(p.chunks) + " chunks, " +
+             (how.policy == "auto"
+                  ? "placed after a warm-up step (all on the host) to keep the device under " +
+                        std::to_string(how.device_limit) + " bytes"
+                  : std::to_string(p.chunks - p.device_chunks) + " of them on the host (static)");
+    }
+    return out;
+  }
+
+  std::string placement_report() const override {
+    const parallel::zero::Stage3Params* s3 = zero_.stage3();
+    if (!s3 || !s3->chunked() || s3->options().placement.policy != "auto") return "";
+    const parallel::zero::Stage3Placement p = s3->placement();
+    char line[320];
+    std::snprintf(line, sizeof line,
+                  "zero: the warm-up step peaked at %.2f MiB of device memory with every parameter "
+                  "chunk on the host; %lld of %lld chunks (%.2f MiB) now on the device, %.2f MiB "
+                  "on the host (rank 0)",
+                  double(p.warmup_peak_bytes) / (1 << 20), static_cast<long long>(p.device_chunks),
+                  static_cast<long long>(p.chunks), double(p.device_bytes) / (1 << 20),
+                  double(p.host_bytes) / (1 << 20));
     return line;
   }
 

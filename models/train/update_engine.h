@@ -83,6 +83,9 @@ class UpdateEngine {
   }
   // A line for the run's header ("" when there is nothing to say).
   virtual std::string describe() const = 0;
+  // Once, after the first step: where ZeRO-3's auto placement put the parameter chunks ("" when
+  // there is nothing to say).
+  virtual std::string placement_report() const { return ""; }
 };
 
 struct UpdateEngineSpec {

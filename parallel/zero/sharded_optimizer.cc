@@ -281,8 +281,11 @@ double ShardedOptimizer::clip_grad_norm(double max_norm, const optim::SumReducer
 }
 
 Tensor ShardedOptimizer::compute_shard(size_t g) const {
-  // 16-bit groups travel rounded: what master_to_model would write, in half the bytes.
-  return shards_[g].detach().to(comm_dtypes_[g]).to(comm_->device());
+  // 16-bit groups travel rounded: what master_to_model would write, in half the bytes. Chunked
+  // stage 3 copies each chunk from here to where it lives, so the rounding stays on the host and
+  // the device never holds the whole shard at once.
+  const Tensor rounded = shards_[g].detach().to(comm_dtypes_[g]);
+  return params3_ && params3_->chunked() ? rounded : rounded.to(comm_->device());
 }
 
 std::vector<Tensor> ShardedOptimizer::compute_shards() const {

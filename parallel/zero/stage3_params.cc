@@ -2,13 +2,17 @@
 // recorded order, and release (see stage3_params.h).
 #include "parallel/zero/stage3_params.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "autograd/grad_mode.h"
+#include "core/allocator.h"
 #include "core/error.h"
 #include "core/factory.h"
+#include "parallel/zero/offload.h"
 
 namespace tessera::parallel::zero {
 
@@ -30,8 +34,16 @@ Stage3Params::Stage3Params(std::shared_ptr<Communicator> comm, const ZeroPlan& p
       names_(std::move(names)),
       options_(options),
       owner_thread_(std::this_thread::get_id()),
-      slot_(std::make_shared<Slot>(Slot{this})) {
+      slot_(std::make_shared<Slot>(Slot{this})),
+      host_(offload_host_device(comm_->device())) {
   const char* op = "zero";
+  const ParamPlacement& where = options.placement;
+  TS_CHECK(where.policy == "device" || where.policy == "static" || where.policy == "auto", op,
+           "expected a parameter placement of device, static or auto, got '", where.policy, "'");
+  TS_CHECK(where.policy != "auto" || where.device_limit > 0, op,
+           "expected a device memory limit above 0 bytes for the auto placement, got ",
+           where.device_limit);
+  chunked_ = where.policy != "device";
   TS_CHECK(options.live_params >= 2, op, "expected zero stage 3 to keep at least 2 parameters ",
            "gathered (one op may read two), got ", options.live_params);
   TS_CHECK(options.prefetch >= 0, op, "expected a prefetch depth >= 0, got ", options.prefetch);
@@ -66,7 +78,30 @@ Stage3Params::Stage3Params(std::shared_ptr<Communicator> comm, const ZeroPlan& p
         shard.narrow(0, pc.shard_offset, pc.numel)
             .copy_(flat(params_[pc.param]).narrow(0, pc.param_offset, pc.numel));
     }
-    compute_.push_back(shard);
+    // Without offload_params the shard is one chunk: the tensor itself (for f32 the master).
+    // Otherwise chunks of their own, so that each can move alone.
+    std::vector<Chunk> chunks;
+    if (!chunked_) {
+      chunks.push_back({.begin = 0, .numel = shard.numel(), .data = shard});
+    } else {
+      const int64_t bytes = where.chunk_bytes > 0 ? where.chunk_bytes : int64_t(4) << 20;
+      const int64_t capacity = std::max<int64_t>(1, bytes / int64_t(dtype_size(dtype)));
+      for (const ChunkRange& r : pack_chunks(mine_[g], capacity))
+        chunks.push_back({.begin = r.begin, .numel = r.numel, .data = shard.narrow(0, r.begin, r.numel).clone()});
+    }
+    chunks_.push_back(std::move(chunks));
+  }
+  if (where.policy == "static") {
+    size_t count = 0;
+    for (const auto& chunks : chunks_) count += chunks.size();
+    place_chunks(static_host_chunks(count, where.host_fraction));
+  } else if (where.policy == "auto") {
+    // The warm-up step runs with every chunk on the host and traces the rest of the device's use.
+    size_t count = 0;
+    for (const auto& chunks : chunks_) count += chunks.size();
+    place_chunks(std::vector<bool>(count, true));
+    warming_up_ = true;
+    reset_peak_memory(comm_->device());
   }
   version_.assign(params_.size(), 0);
   std::weak_ptr<Slot> weak = slot_;
@@ -98,8 +133,10 @@ Stage3Params::Gather Stage3Params::start_gather(size_t p) {
   g.buffer = empty({t.numel()}, {.dtype = t.dtype(), .device = t.device()});
   for (const OwnedPiece& o : owners_[p]) {
     const Tensor part = g.buffer.narrow(0, o.piece.param_offset, o.piece.numel);
-    if (o.owner == comm_->rank())
-      part.copy_(compute_[group_of_[p]].narrow(0, o.piece.shard_offset, o.piece.numel));
+    if (o.owner == comm_->rank()) {
+      const Tensor mine = shard_piece(group_of_[p], o.piece.shard_offset, o.piece.numel);
+      part.copy_(mine.device() == part.device() ? mine : mine.to(part.device()));
+    }
     if (comm_->size() > 1) g.works.push_back(comm_->broadcast(part, o.owner));
   }
   ++stats_.gathers;
@@ -149,11 +186,12 @@ void Stage3Params::release(size_t p) {
     // Written in place since its gather: keep this rank's pieces of the new values.
     autograd::NoGradGuard no_grad;
     const size_t g = group_of_[p];
-    for (const OwnedPiece& o : owners_[p])
-      if (o.owner == comm_->rank())
-        compute_[g]
-            .narrow(0, o.piece.shard_offset, o.piece.numel)
-            .copy_(flat(params_[p]).narrow(0, o.piece.param_offset, o.piece.numel));
+    for (const OwnedPiece& o : owners_[p]) {
+      if (o.owner != comm_->rank()) continue;
+      const Tensor mine = shard_piece(g, o.piece.shard_offset, o.piece.numel);
+      const Tensor value = flat(params_[p]).narrow(0, o.piece.param_offset, o.piece.numel);
+      mine.copy_(value.device() == mine.device() ? value : value.to(mine.device()));
+    }
     ++stats_.written_back;
   }
   if (options_.poison && s.device().is_cpu()) std::memset(s.data(), 0xFF, s.nbytes());
@@ -179,17 +217,101 @@ void Stage3Params::end_window(bool training) {
     release(p);
   }
   order_.end_window(training);
+  if (warming_up_ && training) place_after_warmup();
+}
+
+Tensor Stage3Params::shard_piece(size_t g, int64_t offset, int64_t numel) const {
+  const std::vector<Chunk>& chunks = chunks_[g];
+  // The last chunk beginning at or before offset (chunks are in shard order).
+  auto it = std::upper_bound(chunks.begin(), chunks.end(), offset,
+                             [](int64_t at, const Chunk& c) { return at < c.begin; });
+  TS_CHECK(it != chunks.begin(), "zero", "no chunk holds shard element ", offset, " of group ", g);
+  const Chunk& c = *std::prev(it);
+  TS_CHECK(offset + numel <= c.begin + c.numel, "zero", "shard elements [", offset, ", ",
+           offset + numel, ") of group ", g, " cross the chunk [", c.begin, ", ", c.begin + c.numel,
+           ")");
+  return c.data.narrow(0, offset - c.begin, numel);
+}
+
+void Stage3Params::place_chunks(const std::vector<bool>& on_host) {
+  autograd::NoGradGuard no_grad;
+  size_t i = 0;
+  for (auto& chunks : chunks_) {
+    for (Chunk& c : chunks) {
+      const Device to = on_host.at(i++) ? host_ : comm_->device();
+      if (c.data.device() != to) c.data = c.data.to(to);
+    }
+  }
+}
+
+void Stage3Params::place_after_warmup() {
+  warming_up_ = false;
+  warmup_peak_ = memory_stats(comm_->device()).peak_bytes;
+  // The warm-up records the order, so it gathers nothing ahead; later steps hold up to `prefetch`
+  // more parameters in flight, the largest ones at worst.
+  int64_t largest = 0;
+  for (const Tensor& t : params_) largest = std::max(largest, t.numel() * int64_t(t.itemsize()));
+  const int64_t ahead = int64_t(options_.prefetch) * largest;
+  const int64_t budget = options_.placement.device_limit - warmup_peak_ - ahead;
+  TS_CHECK(budget >= 0, "zero", "zero.device_memory_limit is ", options_.placement.device_limit,
+           " bytes, but the first step used ", warmup_peak_,
+           " bytes of device memory with every parameter chunk on the host (activations, gathered "
+           "parameters, gradients), and prefetching needs up to ", ahead,
+           " more: raise the limit, or lower the micro-batch, zero.live_params or zero.prefetch");
+  // Each chunk's first read in the recorded step: the first of its parameters' gathers.
+  std::vector<size_t> first_gather(params_.size(), SIZE_MAX);
+  const std::vector<size_t>& order = order_.order();
+  for (size_t i = order.size(); i-- > 0;) first_gather[order[i]] = i;
+  std::vector<size_t> first_use;
+  std::vector<int64_t> bytes;
+  for (size_t g = 0; g < chunks_.size(); ++g) {
+    for (const Chunk& c : chunks_[g]) {
+      size_t first = SIZE_MAX;
+      for (const ShardPiece& pc : mine_[g])
+        if (pc.shard_offset >= c.begin && pc.shard_offset < c.begin + c.numel)
+          first = std::min(first, first_gather[pc.param]);
+      first_use.push_back(first);
+      bytes.push_back(c.data.numel() * int64_t(c.data.itemsize()));
+    }
+  }
+  const std::vector<bool> on_device = auto_device_chunks(first_use, bytes, budget);
+  std::vector<bool> on_host(on_device.size());
+  for (size_t c = 0; c < on_device.size(); ++c) on_host[c] = !on_device[c];
+  place_chunks(on_host);
+}
+
+Stage3Placement Stage3Params::placement() const {
+  Stage3Placement out;
+  for (const auto& chunks : chunks_) {
+    for (const Chunk& c : chunks) {
+      ++out.chunks;
+      const bool device = c.data.device() == comm_->device();
+      out.device_chunks += device ? 1 : 0;
+      (device ? out.device_bytes : out.host_bytes) += c.data.numel() * int64_t(c.data.itemsize());
+    }
+  }
+  out.warmup_peak_bytes = warmup_peak_;
+  out.placed = !warming_up_;
+  return out;
 }
 
 void Stage3Params::update(const std::vector<Tensor>& masters) {
-  TS_CHECK(masters.size() == compute_.size(), "zero", "expected a master shard per group (",
-           compute_.size(), "), got ", masters.size());
+  TS_CHECK(masters.size() == chunks_.size(), "zero", "expected a master shard per group (",
+           chunks_.size(), "), got ", masters.size());
   end_window(false);
   autograd::NoGradGuard no_grad;
-  for (size_t g = 0; g < compute_.size(); ++g) {
+  for (size_t g = 0; g < chunks_.size(); ++g) {
     // Round-to-nearest-even, as stage 1 and 2 gather them (ShardedOptimizer::gather_parameters).
-    const DType dtype = compute_[g].dtype();
-    compute_[g] = dtype == DType::f32 ? masters[g].detach() : masters[g].detach().to(dtype);
+    const DType dtype = params_.empty() || chunks_[g].empty() ? DType::f32 : chunks_[g][0].data.dtype();
+    const Tensor values = dtype == DType::f32 ? masters[g].detach() : masters[g].detach().to(dtype);
+    if (!chunked_) {
+      if (!chunks_[g].empty()) chunks_[g][0].data = values;
+      continue;
+    }
+    for (Chunk& c : chunks_[g]) {
+      const Tensor v = values.narrow(0, c.begin, c.numel);
+      c.data.copy_(v.device() == c.data.device() ? v : v.to(c.data.device()));
+    }
   }
   for (const Tensor& t : params_) t.bump_version();
 }

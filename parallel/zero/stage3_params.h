@@ -39,6 +39,7 @@
 #include "core/tensor.h"
 #include "parallel/comm/communicator.h"
 #include "parallel/zero/access_order.h"
+#include "parallel/zero/param_placement.h"
 #include "parallel/zero/zero_plan.h"
 
 namespace tessera::parallel::zero {
@@ -51,6 +52,9 @@ struct Stage3Options {
   // Fill a parameter's bytes with NaN (all ones) before releasing them, so that a pointer kept past
   // the release reads NaN rather than silently old values. CPU only; one memset per release.
   bool poison = true;
+  // Where the compute shards wait between uses: on the device, or in chunks of which some live on
+  // the host (param_placement.h).
+  ParamPlacement placement;
 };
 
 // What stage 3 did since construction or reset_stats().
@@ -60,6 +64,17 @@ struct Stage3Stats {
   int64_t released = 0;
   int64_t written_back = 0;
   int64_t peak_live_bytes = 0;  // the most bytes of gathered parameters and gathers in flight
+};
+
+// Where this rank's compute shards are (param_placement.h).
+struct Stage3Placement {
+  int64_t chunks = 0;
+  int64_t device_chunks = 0;
+  int64_t device_bytes = 0;  // of the compute shards
+  int64_t host_bytes = 0;
+  // auto: the device's peak in the warm-up step, every chunk on the host (0 before it ends).
+  int64_t warmup_peak_bytes = 0;
+  bool placed = true;  // false while auto's warm-up runs
 };
 
 class Stage3Params {
@@ -82,8 +97,12 @@ class Stage3Params {
   // dtype; the parameters' versions move, as an in-place copy into them would.
   void update(const std::vector<Tensor>& masters);
 
-  // This rank's shard of group g in the parameters' dtype.
-  const Tensor& compute_shard(size_t g) const { return compute_[g]; }
+  // Where this rank's compute shards live now.
+  Stage3Placement placement() const;
+  // The compute shards are chunks of their own (offload_params): update() takes values from any
+  // device.
+  bool chunked() const { return chunked_; }
+  const Stage3Options& options() const { return options_; }
   const AccessOrder& access_order() const { return order_; }
   int64_t live() const { return int64_t(live_.size()); }
   const Stage3Stats& stats() const { return stats_; }
@@ -95,6 +114,19 @@ class Stage3Params {
     std::vector<WorkPtr> works;
   };
   struct Slot;  // the per-parameter callback target, shared with the materializers
+  // Shard elements [begin, begin + numel) of a group in the parameters' dtype; the tensor's device
+  // is where they live (the compute device, or the host under offload_params).
+  struct Chunk {
+    int64_t begin = 0;
+    int64_t numel = 0;
+    Tensor data;
+  };
+
+  // The piece of group g's shard at [offset, offset + numel) (inside one chunk), where it lives.
+  Tensor shard_piece(size_t g, int64_t offset, int64_t numel) const;
+  void place_chunks(const std::vector<bool>& on_host);
+  // auto, at the end of the warm-up step: the chunks that fit under the limit move to the device.
+  void place_after_warmup();
 
   void materialize(size_t p, Storage& storage);
   Gather start_gather(size_t p);
@@ -107,7 +139,11 @@ class Stage3Params {
   std::vector<size_t> group_of_;
   std::vector<std::vector<OwnedPiece>> owners_;  // per parameter
   std::vector<std::vector<ShardPiece>> mine_;    // per group: this rank's pieces
-  std::vector<Tensor> compute_;                  // per group
+  std::vector<std::vector<Chunk>> chunks_;       // per group, in shard order
+  bool chunked_ = false;                         // offload_params: chunks of their own
+  Device host_;                                  // where host chunks live
+  bool warming_up_ = false;                      // auto, until the first training window ends
+  int64_t warmup_peak_ = 0;
   Stage3Options options_;
   std::thread::id owner_thread_;
   std::shared_ptr<Slot> slot_;

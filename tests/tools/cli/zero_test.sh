@@ -6,9 +6,10 @@
 # stage-2 and stage-3 checkpoints resume under stage 0 and a stage-0 one under stages 2 and 3 with
 # the uninterrupted run's next losses (f32 and bf16), and a tp 2 x dp 2 stage-2 checkpoint resumes
 # on dp 2; offload (masters and optimizer state on the host, stepped by the CPU Adam) gives the
-# same losses under stages 1 and 3; what is not available (offload without a stage, parameter
-# offload and chunk placement, LAMB / LARS, stage 3's keys under another stage) is refused naming
-# the key.
+# same losses under stages 1 and 3, and so does parameter offload (static and auto placement, the
+# auto run's device peak under its limit); what is not available (offload without a stage,
+# parameter offload below stage 3, placement keys without it, LAMB / LARS, stage 3's keys under
+# another stage) is refused naming the key.
 # Usage: zero_test.sh TESSERA
 set -u
 here=$(dirname "$0")
@@ -46,6 +47,42 @@ for stage in 1 3; do
     --set zero.stage=$stage --set zero.offload=true
   compare "stage 0 vs stage $stage with offload" "$work/s0.jsonl" "$work/s$stage-offload.jsonl" 1e-5
 done
+
+# Parameter offload: stage 3's parameter shards in chunks (of 10 KiB here), all of them on the host
+# (static), or placed after a warm-up step (auto) so that the device stays under a limit. The
+# auto runs: one with room for every chunk, then one whose limit is that run's peak less half its
+# chunk bytes, which must keep some chunks on the host and every step's device peak under the
+# limit. All give stage 0's losses.
+poff=(--set zero.stage=3 --set zero.offload=true --set zero.offload_params=true --set zero.chunk_mb=0.01)
+train s3-params-static 2 "of them on the host (static)" "${poff[@]}"
+compare "stage 0 vs stage 3 with parameter offload" "$work/s0.jsonl" "$work/s3-params-static.jsonl" 1e-5
+train s3-params-auto-roomy 2 "now on the device" "${poff[@]}" --set zero.placement=auto \
+  --set zero.device_memory_limit=1G
+roomy=$(grep -o "chunk on the host; [0-9]* of [0-9]* chunks ([0-9.]* MiB)" "$LOG")
+limit=$(python3 - "$work/s3-params-auto-roomy.jsonl" "$roomy" <<'PY'
+import json, re, sys
+peak = max(json.loads(l).get("peak_bytes", 0) for l in open(sys.argv[1]))
+device_mib = float(re.search(r"\(([0-9.]+) MiB\)", sys.argv[2]).group(1))
+print(int(peak - device_mib * 2**20 / 2))
+PY
+)
+train s3-params-auto 2 "now on the device" "${poff[@]}" --set zero.placement=auto \
+  --set zero.device_memory_limit="$limit"
+placed=$(grep -o "; [0-9]* of [0-9]* chunks" "$LOG" | head -1)
+compare "stage 0 vs stage 3 with auto placement" "$work/s0.jsonl" "$work/s3-params-auto.jsonl" 1e-5
+if python3 - "$work/s3-params-auto.jsonl" "$limit" "$placed" <<'PY'
+import json, re, sys
+peaks = [json.loads(l)["peak_bytes"] for l in open(sys.argv[1]) if "peak_bytes" in json.loads(l)]
+kept, total = map(int, re.search(r"([0-9]+) of ([0-9]+)", sys.argv[3]).groups())
+ok = max(peaks) <= int(sys.argv[2]) and 0 < kept < total
+print(f"peak {max(peaks)} bytes under the limit {sys.argv[2]}, {kept} of {total} chunks on the device")
+sys.exit(0 if ok else 1)
+PY
+then echo "ok: auto placement keeps the device under its limit"
+else fail "auto placement: the device peak or the chunk split is wrong ($placed, limit $limit)"; fi
+mpi 2 60 "$tessera" train "${common[@]}" "${poff[@]}" --set zero.placement=auto \
+  --set zero.device_memory_limit=100K
+expect_error "a device limit below the warm-up's peak" "zero.device_memory_limit is 102400 bytes, but the first step used" 60
 
 # Stage 3 with its evaluation and the end-of-run sample: both read the parameters, so every rank
 # gathers them in step (a sample on rank 0 alone would hang); they print what stage 0 prints.
@@ -154,10 +191,17 @@ mpi 2 60 "$tessera" train --config "$cfg" --set zero.stage=1 --set zero.offload=
 expect_error "offload with sgd" "optimizer.type sgd with zero.offload" 30
 mpi 2 60 "$tessera" train --config "$cfg" --set zero.offload=true
 expect_error "offload without a stage" "zero.offload keeps the ZeRO optimizer's shards on the host, so it needs zero.stage 1, 2 or 3, got zero.stage 0" 30
-for key in offload_params placement device_memory_limit chunk_mb; do
+mpi 2 60 "$tessera" train --config "$cfg" --set zero.stage=2 --set zero.offload=true \
+  --set zero.offload_params=true
+expect_error "parameter offload below stage 3" "expected zero.stage 3 and zero.offload true, got zero.stage 2 and zero.offload true" 30
+for key in placement device_memory_limit chunk_mb; do
   mpi 2 60 "$tessera" train --config "$cfg" --set zero.stage=3 --set zero.$key=1
-  expect_error "zero.$key" "zero.$key: parameter offload and chunk placement are not available" 30
+  expect_error "zero.$key without offload_params" "zero.$key places parameter chunks on the device or the host, so it needs zero.offload_params true" 30
 done
+mpi 2 60 "$tessera" train --config "$cfg" "${poff[@]}" --set zero.placement=auto
+expect_error "auto without a limit" "zero.placement auto keeps the device under zero.device_memory_limit: expected a limit above 0" 30
+mpi 2 60 "$tessera" train --config "$cfg" "${poff[@]}" --set zero.device_memory_limit=8Q
+expect_error "a malformed limit" 'zero.device_memory_limit: expected a size such as "8G"' 30
 mpi 2 60 "$tessera" train --config "$cfg" --set zero.stage=2 --set optimizer.type=lamb
 expect_error "lamb under ZeRO" "optimizer.type lamb with zero.stage 2" 30
 n=$(grep -c "optimizer.type lamb with zero.stage 2" "$LOG")

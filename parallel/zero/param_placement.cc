@@ -1,0 +1,82 @@
+// Chunk packing and placement decisions for stage 3's parameters (see param_placement.h).
+#include "parallel/zero/param_placement.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.h"
+
+namespace tessera::parallel::zero {
+
+std::vector<ChunkRange> pack_chunks(const std::vector<ShardPiece>& pieces, int64_t capacity) {
+  TS_CHECK(capacity >= 1, "zero", "expected a chunk capacity of at least 1 element, got ", capacity);
+  std::vector<ChunkRange> chunks;
+  for (const ShardPiece& p : pieces) {
+    if (p.numel == 0) continue;
+    ChunkRange* last = chunks.empty() ? nullptr : &chunks.back();
+    const bool joins = last && last->begin + last->numel == p.shard_offset &&
+                       last->numel + p.numel <= capacity;
+    if (joins)
+      last->numel += p.numel;
+    else
+      chunks.push_back({.begin = p.shard_offset, .numel = p.numel});
+  }
+  return chunks;
+}
+
+std::vector<bool> static_host_chunks(size_t count, double host_fraction) {
+  TS_CHECK(host_fraction >= 0.0 && host_fraction <= 1.0, "zero",
+           "expected a host fraction in [0, 1], got ", host_fraction);
+  const size_t host = size_t(std::llround(host_fraction * double(count)));
+  std::vector<bool> on_host(count, false);
+  for (size_t c = count - std::min(host, count); c < count; ++c) on_host[c] = true;
+  return on_host;
+}
+
+std::vector<bool> auto_device_chunks(const std::vector<size_t>& first_use,
+                                     const std::vector<int64_t>& bytes, int64_t budget) {
+  TS_CHECK(first_use.size() == bytes.size(), "zero", "expected a first use per chunk (",
+           bytes.size(), "), got ", first_use.size());
+  std::vector<size_t> by_use(bytes.size());
+  std::iota(by_use.begin(), by_use.end(), size_t(0));
+  std::stable_sort(by_use.begin(), by_use.end(),
+                   [&](size_t a, size_t b) { return first_use[a] < first_use[b]; });
+  std::vector<bool> on_device(bytes.size(), false);
+  int64_t used = 0;
+  for (size_t c : by_use) {
+    if (used + bytes[c] > budget) continue;
+    used += bytes[c];
+    on_device[c] = true;
+  }
+  return on_device;
+}
+
+int64_t parse_bytes(const std::string& text, const std::string& key) {
+  size_t digits = 0;
+  while (digits < text.size() && (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.'))
+    ++digits;
+  const std::string unit = text.substr(digits);
+  double scale = 0;
+  if (unit.empty() || unit == "B") scale = 1;
+  else if (unit == "K" || unit == "KB" || unit == "KiB") scale = 1024.0;
+  else if (unit == "M" || unit == "MB" || unit == "MiB") scale = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GB" || unit == "GiB") scale = 1024.0 * 1024 * 1024;
+  double value = 0;
+  bool parsed = digits > 0 && scale > 0;
+  if (parsed) {
+    try {
+      size_t used = 0;
+      value = std::stod(text.substr(0, digits), &used);
+      parsed = used == digits;  // "1.2.3M" stops early
+    } catch (const std::exception&) {
+      parsed = false;
+    }
+  }
+  TS_CHECK(parsed && value * scale >= 1.0, "config", key, ": expected a size such as \"8G\", ",
+           "\"512M\", \"64K\" or a number of bytes, got \"", text, "\"");
+  return int64_t(value * scale);
+}
+
+}  // namespace tessera::parallel::zero

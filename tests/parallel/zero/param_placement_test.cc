@@ -1,0 +1,78 @@
+// Stage 3's parameter chunks and their placement decisions (parallel/zero/param_placement.h). The
+// chunks under training, with their device and host bytes: tests/tools/cli/zero_test.sh.
+#include "parallel/zero/param_placement.h"
+
+#include <catch2/catch.hpp>
+
+#include "core/error.h"
+
+using namespace tessera;
+using namespace tessera::parallel::zero;
+
+namespace {
+
+std::vector<ShardPiece> pieces(const std::vector<int64_t>& sizes, int64_t start = 0) {
+  std::vector<ShardPiece> out;
+  int64_t at = start;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    out.push_back({.param = i, .param_offset = 0, .shard_offset = at, .numel = sizes[i]});
+    at += sizes[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("chunks are runs of whole pieces up to the capacity", "[zero][placement]") {
+  const std::vector<ChunkRange> c = pack_chunks(pieces({3, 4, 2, 9, 1, 1}), 8);
+  REQUIRE(c.size() == 4);
+  CHECK((c[0].begin == 0 && c[0].numel == 7));   // 3 + 4; the 2 would make 9
+  CHECK((c[1].begin == 7 && c[1].numel == 2));   // the 9 does not fit beside it
+  CHECK((c[2].begin == 9 && c[2].numel == 9));   // above the capacity: alone
+  CHECK((c[3].begin == 18 && c[3].numel == 2));  // 1 + 1
+}
+
+TEST_CASE("a piece above the capacity is a chunk of its own; empty pieces are skipped",
+          "[zero][placement]") {
+  const std::vector<ChunkRange> c = pack_chunks(pieces({2, 0, 10, 3}), 4);
+  REQUIRE(c.size() == 3);
+  CHECK((c[0].begin == 0 && c[0].numel == 2));
+  CHECK((c[1].begin == 2 && c[1].numel == 10));
+  CHECK((c[2].begin == 12 && c[2].numel == 3));
+  // Every element of every piece is in exactly one chunk.
+  int64_t covered = 0;
+  for (const ChunkRange& r : c) covered += r.numel;
+  CHECK(covered == 15);
+  CHECK_THROWS_WITH(pack_chunks(pieces({1}), 0), Catch::Contains("chunk capacity of at least 1"));
+}
+
+TEST_CASE("the static placement puts the last fraction of the chunks on the host",
+          "[zero][placement]") {
+  CHECK(static_host_chunks(4, 1.0) == std::vector<bool>{true, true, true, true});
+  CHECK(static_host_chunks(4, 0.0) == std::vector<bool>{false, false, false, false});
+  CHECK(static_host_chunks(4, 0.5) == std::vector<bool>{false, false, true, true});
+  CHECK(static_host_chunks(3, 0.34) == std::vector<bool>{false, false, true});
+  CHECK(static_host_chunks(0, 0.5).empty());
+  CHECK_THROWS_WITH(static_host_chunks(2, 1.5), Catch::Contains("host fraction in [0, 1]"));
+}
+
+TEST_CASE("the auto placement keeps the chunks read first while they fit", "[zero][placement]") {
+  // Chunk 2 is read first, then 0, then 3; chunk 1 is never read.
+  const std::vector<size_t> first_use = {5, SIZE_MAX, 1, 9};
+  const std::vector<int64_t> bytes = {40, 10, 30, 20};
+  CHECK(auto_device_chunks(first_use, bytes, 100) == std::vector<bool>{true, true, true, true});
+  CHECK(auto_device_chunks(first_use, bytes, 70) == std::vector<bool>{true, false, true, false});
+  // 30 + 20 fit, 40 does not: it is skipped and the later, smaller ones still go.
+  CHECK(auto_device_chunks(first_use, bytes, 55) == std::vector<bool>{false, false, true, true});
+  CHECK(auto_device_chunks(first_use, bytes, 0) == std::vector<bool>{false, false, false, false});
+}
+
+TEST_CASE("device memory limits read as sizes", "[zero][placement]") {
+  CHECK(parse_bytes("8G", "k") == int64_t(8) << 30);
+  CHECK(parse_bytes("512M", "k") == int64_t(512) << 20);
+  CHECK(parse_bytes("1.5KiB", "k") == 1536);
+  CHECK(parse_bytes("4096", "k") == 4096);
+  for (const char* bad : {"", "G", "8Q", "-1M", "0", "1.2.3M"})
+    CHECK_THROWS_WITH(parse_bytes(bad, "zero.device_memory_limit"),
+                      Catch::Contains("zero.device_memory_limit: expected a size"));
+}
