@@ -16,6 +16,8 @@ std::unique_ptr<Task> make_task(const TaskContext& ctx) {
       return make_bert_task(ctx);
     case ModelKind::vit:
       return make_vit_task(ctx);
+    case ModelKind::custom:  // the C++ API's recipe builds its task (engine.h)
+      break;
   }
   return nullptr;
 }
