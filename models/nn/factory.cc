@@ -132,12 +132,18 @@ std::shared_ptr<MultiHeadAttention> make_attention(const AttentionSpec& spec,
     return attn;
   }
   one_d(ctx, "make_attention");
-  return std::make_shared<MultiHeadAttention>(spec, ctx);
+  // Under sequence parallelism the output projection's dropout sees this rank's positions (a
+  // Block sets the same chunk; a model that builds its own blocks gets it here).
+  auto attn = std::make_shared<MultiHeadAttention>(spec, ctx);
+  set_dropout_chunks(*attn, residual_dropout_chunk(ctx));
+  return attn;
 }
 
 std::shared_ptr<MLP> make_mlp(const MLPSpec& spec, const BuildContext& ctx) {
   auto mlp = std::make_shared<MLP>(spec, ctx);  // its linears split under 1d and 2d
-  if (ctx.tensor_2d() || ctx.tensor_3d()) set_dropout_chunks(*mlp, residual_dropout_chunk(ctx));
+  // Its dropout acts on the residual stream: this rank's block of it (2D, 3D) or its positions
+  // (sequence parallelism).
+  set_dropout_chunks(*mlp, residual_dropout_chunk(ctx));
   return mlp;
 }
 

@@ -18,8 +18,10 @@
 //
 // A model that wants pipeline stages plans and declares them as the bundled models do
 // (nn::PipelineStage::plan / hold / skip / build_blocks, nn::enter_dropout_unit) and implements
-// StagedModel; every other strategy needs nothing from the model but that it builds its layers
-// with the models/nn factories (factory.h), which return the parallel twins the layout asks for.
+// StagedModel; under the paper's sequence parallelism it embeds and scores its own positions
+// (nn::SequenceShard::take / positions). Every other strategy needs nothing from the model but
+// that it builds its layers with the models/nn factories (factory.h), which return the parallel
+// twins the layout asks for. Megatron's sequence_parallel is refused for a custom model.
 #pragma once
 
 #include <cstdint>

@@ -237,11 +237,13 @@ void check_supported(const TrainConfig& c) {
   // A custom model's shapes are its own: its layers refuse a split they cannot make when it is
   // built (the factories' errors name the numbers).
   const bool custom = c.kind == ModelKind::custom;
-  TS_CHECK(!custom || (p.sequence == 1 && !p.tensor.sequence_parallel), "config",
-           "parallel.sequence and parallel.tensor.sequence_parallel split the positions, which a "
-           "model given through the C++ API (model.type custom) would have to cut and gather "
-           "itself; this version of Tessera does that for its GPT, BERT and ViT only. Set "
-           "parallel.sequence to 1 and parallel.tensor.sequence_parallel to false");
+  TS_CHECK(!custom || !p.tensor.sequence_parallel, "config",
+           "parallel.tensor.sequence_parallel (Megatron's) splits the positions between the "
+           "tensor ranks' layers, which a model given through the C++ API (model.type custom) "
+           "would have to scatter and gather itself (GPT's SequenceSplit); use the paper's "
+           "parallel.sequence, which such a model takes through nn::SequenceShard, or set it to "
+           "false");
+
   if (p.tensor.size > 1) {
     if (!custom && (p.tensor.mode == "2d" || p.tensor.mode == "2.5d")) check_2d(c);
     if (!custom && p.tensor.mode == "3d") check_3d(c);
@@ -275,7 +277,11 @@ void check_supported(const TrainConfig& c) {
                " (generation pads its window to a multiple of it)");
     }
   }
-  if (p.sequence > 1) check_sequence(c);
+  // A custom model's sequence lengths are checked by its nn::SequenceShard when it runs.
+  if (p.sequence > 1 && !custom) check_sequence(c);
+  TS_CHECK(!custom || p.sequence == 1 || c.train.device == "cpu", "config", "parallel.sequence ", p.sequence,
+           " with train.device ", c.train.device,
+           ": sequence parallelism runs on the CPU in this version of Tessera");
   check_zero_supported(c);
 }
 

@@ -2,7 +2,7 @@
 // engine.h): a language model of GPT-J / PaLM "parallel" blocks, x + attn(ln(x)) + mlp(ln(x)),
 // where attention and the MLP read one LayerNorm side by side, and an untied head. It is written
 // once, as serial code against the models/nn factories; the configuration alone runs it under
-// data, pipeline and tensor parallelism (every mode) and ZeRO.
+// data, pipeline, tensor (every mode) and sequence parallelism and ZeRO.
 //
 //   bazel-bin/tools/examples/parallel_block_lm [--set key=value ...]
 //   mpirun -np 8 bazel-bin/tools/examples/parallel_block_lm --set parallel.tensor.size=2 \
@@ -22,6 +22,7 @@
 #include "models/nn/factory.h"
 #include "models/nn/module_list.h"
 #include "models/nn/pipeline_stage.h"
+#include "models/nn/sequence_shard.h"
 #include "models/train/engine.h"
 #include "parallel/comm/mpi_runtime.h"
 
@@ -87,7 +88,7 @@ class ParallelBlock : public nn::Module {
 // units are declared as GPT's are: the embeddings, each block, the head (nn::PipelineStage).
 class ParallelBlockLM : public nn::Module, public train::StagedModel {
  public:
-  ParallelBlockLM(const LmConfig& c, const nn::BuildContext& ctx) : config_(c) {
+  ParallelBlockLM(const LmConfig& c, const nn::BuildContext& ctx) : config_(c), sp_(ctx) {
     const int64_t d = c.d_model;
     stage_ = nn::PipelineStage::plan(ctx, c.n_layers, /*block_params=*/12 * d * d,
                                      /*first_extra=*/(c.vocab_size + c.context) * d,
@@ -143,17 +144,23 @@ class ParallelBlockLM : public nn::Module, public train::StagedModel {
       x = blocks_->at<ParallelBlock>(size_t(slots_[size_t(i)]))->forward(x);
     }
     if (!stage_.last_chunk(chunk)) return x;
-    return head_->loss(ln_f_->forward(x), batch.target);
+    // Under sequence parallelism: this rank's positions' mean loss.
+    return head_->loss(ln_f_->forward(x), sp_.take(batch.target, 1));
   }
 
  private:
+  // Under the paper's sequence parallelism (parallel.sequence > 1) this rank embeds only its
+  // positions, looked up at their global index; attention, built by the factories, crosses the
+  // ranks. Off, take() is the identity and positions() is 0..T-1.
   Tensor embed(const Tensor& ids) {
     nn::enter_dropout_unit(0);
-    const Tensor pos = arange(0, double(ids.size(1)), 1.0, {.dtype = DType::i64, .device = ids.device()});
-    return drop_->forward(wte_->forward(ids) + wpe_->forward(pos));
+    sp_.check_length("ParallelBlockLM", ids.size(1));
+    const Tensor pos = sp_.positions(ids.size(1), ids.device());
+    return drop_->forward(wte_->forward(sp_.take(ids, 1)) + wpe_->forward(pos));
   }
 
   LmConfig config_;
+  nn::SequenceShard sp_;
   nn::PipelineStage stage_;
   std::shared_ptr<nn::Embedding> wte_, wpe_;
   std::shared_ptr<nn::Dropout> drop_;
