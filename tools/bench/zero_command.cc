@@ -24,6 +24,7 @@
 #include "models/train/update_engine.h"
 #include "optim/optimizer.h"
 #include "parallel/comm/mpi_runtime.h"
+#include "parallel/zero/offload.h"
 #include "tools/bench/bench_args.h"
 #include "tools/bench/commands.h"
 #include "tools/bench/system_info.h"
@@ -270,6 +271,85 @@ ZeroMeasured measure(const Args& a, ZeroPrecision precision, int stage,
   return m;
 }
 
+// Heterogeneous memory (zero.offload, zero.offload_params): where one f32 stage 3 run's bytes
+// live, device (CPU domain 0) against host (the offload domain), on the busiest rank.
+struct PlacementMeasured {
+  int64_t device = 0;       // held on the device after the first step, over the model's build
+  int64_t host = 0;         // held on the host after the first step, over the model's build
+  int64_t device_peak = 0;  // the device's peak during a step, over the step's start
+  double seconds = 0;
+};
+
+enum class Placement { device, offload, offload_params };
+
+const char* placement_name(Placement p) {
+  switch (p) {
+    case Placement::device:
+      return "stage 3";
+    case Placement::offload:
+      return "stage 3 + offload";
+    case Placement::offload_params:
+      return "stage 3 + offload + offload_params";
+  }
+  return "?";
+}
+
+PlacementMeasured measure_placement(const Args& a, Placement where,
+                                    const std::shared_ptr<Communicator>& world) {
+  const Device host = parallel::zero::offload_host_device(kCPU);
+  auto host_held = [&] { return memory_stats(host).current_bytes; };
+  PlacementMeasured m;
+  // Counted from before the model is built: stage 3 releases the parameters it shards.
+  const int64_t device_start = held(), host_start = host_held();
+  Generator gen(1234);
+  auto model = std::make_unique<gpt::GPT>(a.config, nn::BuildContext(gen));
+  Generator data(100 + uint64_t(world->rank()));
+  const Tensor ids =
+      randint(0, a.config.vocab_size, {a.batch, a.seq + 1}, {.dtype = DType::i64}, &data);
+  const Tensor x = ids.narrow(1, 0, a.seq).contiguous();
+  const Tensor y = ids.narrow(1, 1, a.seq).contiguous();
+  {
+    Tensor loss = model->loss(x, y);  // kernels' lasting buffers, before anything is counted
+    autograd::backward({loss});
+  }
+  model->zero_grad();
+  train::UpdateEngineSpec spec;
+  spec.model = model.get();
+  spec.groups = optim::param_groups_with_decay(model->named_parameters(), 0.1);
+  spec.optimizer = {{"type", "adamw"}, {"lr", 1e-4}, {"weight_decay", 0.1}};
+  spec.grad_group = world;
+  spec.zero_stage = 3;
+  spec.zero_offload = where != Placement::device;
+  if (where == Placement::offload_params) spec.zero3.placement = {.policy = "static"};
+  std::unique_ptr<train::UpdateEngine> engine = train::make_update_engine(spec);
+  std::vector<double> times;
+  for (int i = 0; i <= a.repeats; ++i) {
+    world->barrier()->wait();
+    const double t0 = now_s();
+    const int64_t step_start = held();
+    reset_peak_memory(kCPU);
+    engine->set_grad_sync(true);
+    {
+      Tensor loss = model->loss(x, y);
+      autograd::backward({loss});
+    }
+    engine->finish_gradients();
+    engine->optimizer().step();
+    engine->finish_step();
+    m.device_peak = std::max(m.device_peak, memory_stats(kCPU).peak_bytes - step_start);
+    if (i == 0) {
+      m.device = held() - device_start;
+      m.host = host_held() - host_start;
+    }
+    const double t = max_over(*world, now_s() - t0);
+    if (i > 0) times.push_back(t);
+  }
+  std::sort(times.begin(), times.end());
+  m.seconds = times[times.size() / 2];
+  for (int64_t* v : {&m.device, &m.host, &m.device_peak}) *v = int64_t(max_over(*world, double(*v)));
+  return m;
+}
+
 std::string mb(double bytes) { return format_number(bytes / (1 << 20), 2); }
 std::string ratio(double num, double den) { return den > 0 ? format_number(num / den, 3) : "-"; }
 // "4.00 (4)": measured bytes per parameter beside the formula's.
@@ -385,6 +465,33 @@ int bench_zero(const std::shared_ptr<Communicator>& world, const Args& a) {
         "rank; CPU times are indicative, bytes are exact.\n",
         a.repeats);
     for (const std::string& line : notes) std::printf("%s\n", line.c_str());
+  }
+  // Where f32 stage 3's model state lives with offload and parameter offload (static, every chunk
+  // on the host): the device keeps only the step's working set.
+  Table placement({"placement", "N", "device B/Psi", "host B/Psi", "device peak in a step (MB)",
+                   "step (ms)", "step / stage 3"});
+  for (size_t c = 1; c < 7; ++c) placement.align_right(c);
+  double base = 0;
+  for (Placement where : {Placement::device, Placement::offload, Placement::offload_params}) {
+    const PlacementMeasured m = measure_placement(a, where, world);
+    if (where == Placement::device) base = m.seconds;
+    placement.add_row({placement_name(where), std::to_string(n),
+                       format_number(double(m.device) / double(psi), 2),
+                       format_number(double(m.host) / double(psi), 2), mb(double(m.device_peak)),
+                       format_number(m.seconds * 1e3, 1), ratio(m.seconds, base)});
+  }
+  if (world->rank() == 0) {
+    std::printf(
+        "\n## Heterogeneous memory: f32 stage 3 with zero.offload and zero.offload_params "
+        "(static, every parameter chunk on the host)\n\n%s\n"
+        "- device / host B/Psi: bytes per parameter the busiest rank holds after the first step "
+        "(its gradients released), counted from before the model was built, on the device (CPU "
+        "domain 0) and in the offload host domain (counted apart by the allocator). Stage 3 keeps "
+        "its f32 shard and AdamW state, 12 / N, on the device; offload moves the masters and the "
+        "state to the host and keeps a device copy of the compute shard (4 / N); offload_params "
+        "moves that too, so the device keeps none. device peak: the most a step adds on the "
+        "device (activations, gathered parameters, gradients in flight).\n",
+        placement.render().c_str());
   }
   return 0;
 }

@@ -55,7 +55,7 @@ expect_error "bench tp usage error" "expected --d-model divisible by --heads"
 # `mpirun -np 2 tessera bench zero` on gpt-tiny: stages 0-3 measured in f32 and bf16; f32 stage 0's
 # parameters and AdamW state on their formula terms (4 and 8 bytes per parameter), f32 stage 3's
 # on 16 Psi / N (2, 2 and 4 bytes per parameter on 2 ranks), stage 0 and 2 sending exactly data
-# parallelism's 2 Psi ring volume.
+# parallelism's 2 Psi ring volume; where stage 3's model state lives with offload and offload_params.
 run 30 "$tessera" bench zero --help
 expect_ok "bench zero --help" "usage: mpirun -np N bench zero"
 run 30 "$tessera" bench --help
@@ -72,6 +72,13 @@ grep -qE "^\| f32 +\| 0 +\| +2 \| +4\.00 \(4\.00\) \| +4\.00 \(4\.00\) \| +8\.00
   echo "ok: bench zero, f32 stage 0 terms = formula" || fail "expected f32 stage 0's 4, 4, 8 bytes per parameter"
 [ "$(grep -cE "^\| (f32|bf16) +\| [02] +\| .*\| +1\.000 \|$" "$LOG")" -eq 4 ] &&
   echo "ok: bench zero, stages 0 and 2 send the 2 Psi ring" || fail "expected stages 0 and 2 at 1.000 of the ring"
+# Heterogeneous memory: f32 stage 3's 12 / N bytes per parameter on the device; offload leaves the
+# compute shard's 4 / N there and puts 12 / N on the host; offload_params leaves the device none.
+grep -qE "^\| stage 3 +\| +2 \| +6\.00 \| +0\.00 \|" "$LOG" &&
+  grep -qE "^\| stage 3 \+ offload +\| +2 \| +2\.00 \| +6\.00 \|" "$LOG" &&
+  grep -qE "^\| stage 3 \+ offload \+ offload_params +\| +2 \| +0\.0[0-9]* \| +8\.00 \|" "$LOG" &&
+  echo "ok: bench zero, model state moves to the host with offload and offload_params" ||
+  fail "expected device / host bytes per parameter 6 / 0, 2 / 6 and ~0 / 8 for stage 3, offload, offload_params"
 mpi 2 60 "$tessera" bench zero --precision f16
 expect_error "bench zero usage error" "expected --precision f32, bf16 or both"
 
