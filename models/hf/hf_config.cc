@@ -44,6 +44,32 @@ void check_type(const nlohmann::json& hf, const std::string& type, const std::st
            type, ", got '", act, "'");
 }
 
+// The transformer-encoder fields BERT's and ViT's configs share (BertConfig / ViTConfig name
+// them alike here); the intermediate size is left to each, whose conventions differ.
+template <typename Config>
+void put_encoder(nlohmann::json& j, const Config& c) {
+  j["hidden_size"] = c.d_model;
+  j["num_hidden_layers"] = c.n_layers;
+  j["num_attention_heads"] = c.n_heads;
+  j["intermediate_size"] = c.mlp_hidden == 0 ? 4 * c.d_model : c.mlp_hidden;
+  j["hidden_act"] = "gelu";
+  j["hidden_dropout_prob"] = c.dropout;
+  j["attention_probs_dropout_prob"] = c.attn_dropout;
+  j["initializer_range"] = c.init_std;
+  j["layer_norm_eps"] = c.ln_eps;
+}
+
+template <typename Config>
+void get_encoder(const nlohmann::json& hf, Config& c) {
+  c.d_model = hf.value("hidden_size", c.d_model);
+  c.n_layers = hf.value("num_hidden_layers", c.n_layers);
+  c.n_heads = hf.value("num_attention_heads", c.n_heads);
+  c.dropout = hf.value("hidden_dropout_prob", c.dropout);
+  c.attn_dropout = hf.value("attention_probs_dropout_prob", c.attn_dropout);
+  c.init_std = hf.value("initializer_range", c.init_std);
+  c.ln_eps = hf.value("layer_norm_eps", c.ln_eps);
+}
+
 }  // namespace
 
 nlohmann::json bert_hf_config(const bert::BertConfig& c) {
@@ -54,19 +80,11 @@ nlohmann::json bert_hf_config(const bert::BertConfig& c) {
   nlohmann::json j = {{"architectures", arch},
                       {"model_type", "bert"},
                       {"vocab_size", c.vocab_size},
-                      {"hidden_size", c.d_model},
-                      {"num_hidden_layers", c.n_layers},
-                      {"num_attention_heads", c.n_heads},
-                      {"intermediate_size", c.mlp_hidden == 0 ? 4 * c.d_model : c.mlp_hidden},
-                      {"hidden_act", "gelu"},
-                      {"hidden_dropout_prob", c.dropout},
-                      {"attention_probs_dropout_prob", c.attn_dropout},
                       {"max_position_embeddings", c.max_positions},
                       {"type_vocab_size", c.type_vocab_size},
-                      {"initializer_range", c.init_std},
-                      {"layer_norm_eps", c.ln_eps},
                       {"position_embedding_type", "absolute"},
                       {"tie_word_embeddings", true}};
+  put_encoder(j, c);
   if (c.num_labels > 0) add_labels(j, c.num_labels);
   return j;
 }
@@ -80,17 +98,11 @@ bert::BertConfig bert_config_from_hf(const nlohmann::json& hf, const std::string
   TS_CHECK(!hf.value("is_decoder", false), "hf config", where,
            ": expected a BERT encoder, got is_decoder true");
   bert::BertConfig c;
+  get_encoder(hf, c);
   c.vocab_size = hf.value("vocab_size", c.vocab_size);
-  c.d_model = hf.value("hidden_size", c.d_model);
-  c.n_layers = hf.value("num_hidden_layers", c.n_layers);
-  c.n_heads = hf.value("num_attention_heads", c.n_heads);
   c.mlp_hidden = hf.value("intermediate_size", c.mlp_hidden);
-  c.dropout = hf.value("hidden_dropout_prob", c.dropout);
-  c.attn_dropout = hf.value("attention_probs_dropout_prob", c.attn_dropout);
   c.max_positions = hf.value("max_position_embeddings", c.max_positions);
   c.type_vocab_size = hf.value("type_vocab_size", c.type_vocab_size);
-  c.init_std = hf.value("initializer_range", c.init_std);
-  c.ln_eps = hf.value("layer_norm_eps", c.ln_eps);
   c.mlm_head = lists(hf, "BertForMaskedLM") || lists(hf, "BertForPreTraining");
   c.num_labels = lists(hf, "BertForSequenceClassification") ? labels_of(hf) : 0;
   c.validate();
@@ -103,17 +115,9 @@ nlohmann::json vit_hf_config(const vit::ViTConfig& c) {
                       {"image_size", c.image_size},
                       {"patch_size", c.patch_size},
                       {"num_channels", c.in_channels},
-                      {"hidden_size", c.d_model},
-                      {"num_hidden_layers", c.n_layers},
-                      {"num_attention_heads", c.n_heads},
-                      {"intermediate_size", c.mlp_hidden == 0 ? 4 * c.d_model : c.mlp_hidden},
-                      {"hidden_act", "gelu"},
-                      {"hidden_dropout_prob", c.dropout},
-                      {"attention_probs_dropout_prob", c.attn_dropout},
-                      {"initializer_range", c.init_std},
-                      {"layer_norm_eps", c.ln_eps},
                       {"qkv_bias", true},
                       {"encoder_stride", c.patch_size}};
+  put_encoder(j, c);
   add_labels(j, c.num_classes);
   return j;
 }
@@ -126,15 +130,9 @@ vit::ViTConfig vit_config_from_hf(const nlohmann::json& hf, const std::string& w
   c.image_size = hf.value("image_size", c.image_size);
   c.patch_size = hf.value("patch_size", c.patch_size);
   c.in_channels = hf.value("num_channels", c.in_channels);
-  c.d_model = hf.value("hidden_size", c.d_model);
-  c.n_layers = hf.value("num_hidden_layers", c.n_layers);
-  c.n_heads = hf.value("num_attention_heads", c.n_heads);
+  get_encoder(hf, c);
   const int64_t hidden = hf.value("intermediate_size", int64_t(3072));
   c.mlp_hidden = hidden == 4 * c.d_model ? 0 : hidden;  // 0 is ViTConfig's "4 * d_model"
-  c.dropout = hf.value("hidden_dropout_prob", c.dropout);
-  c.attn_dropout = hf.value("attention_probs_dropout_prob", c.attn_dropout);
-  c.init_std = hf.value("initializer_range", c.init_std);
-  c.ln_eps = hf.value("layer_norm_eps", c.ln_eps);
   c.num_classes = labels_of(hf);
   c.validate();
   return c;

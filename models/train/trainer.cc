@@ -430,14 +430,13 @@ double Trainer::step_once() {
   if (!header_shown_) header();
   header_shown_ = true;
   StepStats stats;
-  const bool first = step_ == summary_.start_step && !placement_reported_;
   const double loss = train_step(step_, stats);
   ++step_;
   units_seen_ += stats.units;
   progress_->step(stats);
-  if (first && rank0()) {
+  if (!placement_reported_) {  // after this run's first step, when the warm-up has placed chunks
     placement_reported_ = true;
-    if (const std::string report = update_->placement_report(); !report.empty())
+    if (const std::string report = update_->placement_report(); rank0() && !report.empty())
       progress_->message(report);
   }
   return loss;

@@ -15,6 +15,17 @@
 
 namespace tessera::train::detail {
 
+namespace {
+
+// Both formats' state.json carries the trainer's section (train_state below).
+void check_train_state(const json& s, const std::string& dir) {
+  TS_CHECK(
+      s.value("format", "") == kTrainStateFormat && s.contains("step") && s.contains("optimizer"),
+      "checkpoint", dir, ": state.json is not a tessera trainer checkpoint");
+}
+
+}  // namespace
+
 void Trainer::init_from_hf(const std::string& dir) {
   if (checkpoint_to_resume(config_.checkpoint)) {  // the checkpoint's weights are later ones
     if (std::ostream* os = out()) *os << "model.init_from " << dir << " ignored: resuming\n";
@@ -34,9 +45,7 @@ void Trainer::resume(const std::string& dir) {
   if (io::is_piece_checkpoint(dir)) return resume_sharded(dir);
   io::CheckpointContents ck = io::load_checkpoint(dir);
   const json& s = ck.state;
-  TS_CHECK(
-      s.value("format", "") == kTrainStateFormat && s.contains("step") && s.contains("optimizer"),
-      "checkpoint", dir, ": state.json is not a tessera trainer checkpoint");
+  check_train_state(s, dir);
   // The checkpoint holds serial tensors: under tensor parallelism each rank takes its shards.
   const Placements placements =
       tensor_parallel() ? model_state_placements(task_->model()) : Placements();
@@ -80,9 +89,7 @@ void Trainer::restore_run_state(const json& s, const std::string& dir) {
 
 void Trainer::resume_sharded(const std::string& dir) {
   const json s = io::load_checkpoint_state(dir);
-  TS_CHECK(
-      s.value("format", "") == kTrainStateFormat && s.contains("step") && s.contains("optimizer"),
-      "checkpoint", dir, ": state.json is not a tessera trainer checkpoint");
+  check_train_state(s, dir);
   const io::PieceReader reader = io::PieceReader::open(dir);
   const nn::Module& model = task_->model();
   const Placements placements = model_state_placements(model);
