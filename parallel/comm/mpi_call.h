@@ -37,6 +37,16 @@ struct MpiCall {
 
 // Starts `call` as a nonblocking MPI call; throws (TS_MPI_CHECK) when MPI refuses it.
 MPI_Request start_call(const MpiCall& call);
+// True when `call` runs as the blocking MPI call (MPI_Allreduce, ...) instead: a small collective,
+// where Open MPI's blocking algorithms beat its nonblocking ones (libnbc) by up to 4x and overlap
+// has nothing to hide. The rule reads only what every rank of the call agrees on (its kind, its
+// size, the MPI thread level), so every rank picks the same form (see mpi_work.h). Point-to-point
+// transfers always stay nonblocking (a blocking send before its peer's receive could deadlock),
+// and so does reduce (mpi_call.cc says why).
+// TESSERA_MPI_BLOCKING=0 in the environment turns this path off.
+bool runs_blocking(const MpiCall& call);
+// Runs `call` as the blocking MPI call; throws (TS_MPI_CHECK) when MPI refuses it.
+void run_blocking_call(const MpiCall& call);
 // After MPI is done: divides for avg, rounds a staging buffer back into the caller's tensor.
 void finish_call(const MpiCall& call);
 

@@ -1,10 +1,11 @@
 // All-reduce over nonblocking point-to-point, reduced with MPI_Reduce_local: a ring (reduce-
 // scatter then all-gather, 2 (p-1) steps of one chunk each) for large tensors, recursive doubling
 // (log2 p swaps of the whole tensor) for small ones on power-of-two groups. Open MPI's own
-// nonblocking all_reduce is 1.3-2x slower than its blocking one (and the blocking call may not be
-// used: ranks must agree on blocking or not, see mpi_work.h). Measured on 2 ranks on one host,
-// these match MPI_Allreduce below 64 MB and beat it above (the ring: 0.5-0.65x at 64-256 MB),
-// whether waited for at once or polled. Internal (it includes mpi.h).
+// nonblocking all_reduce is 1.3-2x slower than its blocking one, which runs only the smallest
+// all_reduces (runs_blocking() in mpi_call.h: the ranks must agree on blocking or not, so it goes
+// by size). Measured on 2 ranks on one host, these match MPI_Allreduce from 16 KB (recursive
+// doubling beats it by 15-20% at 16 KB) to 256 MB, whether waited for at once or polled, except
+// near 16 MB, where Open MPI's blocking all_reduce is faster still. Internal (it includes mpi.h).
 #pragma once
 
 #include <mpi.h>

@@ -36,6 +36,24 @@ std::shared_ptr<MpiWork> MpiWork::start_ring(MpiCall call, MpiWorkInfo info,
   return work;
 }
 
+namespace {
+struct FinishedWork final : Work {
+  void wait() override {}
+  bool is_completed() override { return true; }
+};
+}  // namespace
+
+WorkPtr MpiWork::run_blocking(const MpiCall& call, const MpiWorkInfo& info) {
+  {
+    BlockingCallGuard guard(info);  // armed: runs_blocking() requires MPI_THREAD_MULTIPLE
+    run_blocking_call(call);
+  }
+  finish_call(call);
+  // One shared handle: a finished work has no state.
+  static const WorkPtr finished = std::make_shared<FinishedWork>();
+  return finished;
+}
+
 MpiWork::MpiWork(Key, MpiCall call, MpiWorkInfo info)
     : call_(std::move(call)), info_(std::move(info)) {}
 

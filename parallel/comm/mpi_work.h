@@ -3,14 +3,16 @@
 //
 // Every operation starts at once as the nonblocking MPI call (MPI_Iallreduce, MPI_Isend, ...), or
 // for an all_reduce (large, or on a power-of-two group) as our own schedule of nonblocking sends
-// and receives (mpi_ring.h).
-// Starting it later, or running the blocking call (MPI_Allreduce) for a caller that waits at
-// once, would be faster in places but is not allowed: a blocking collective does not match a
-// nonblocking one (MPI 3.1, 5.12; Open MPI deadlocks), and whether a caller waits at once is a
-// rank's own business, so ranks could disagree. wait() is MPI_Wait, which progresses the request
-// at Open MPI's own speed, timed by the watchdog (mpi_watchdog.h); where the watchdog cannot be
-// used (below MPI_THREAD_MULTIPLE) it polls MPI_Test, spinning with yields for the first
-// milliseconds, then with short sleeps so oversubscribed ranks leave the cores to their peers.
+// and receives (mpi_ring.h), except a small collective, which runs as the blocking MPI call and
+// returns a finished Work (runs_blocking() in mpi_call.h). Every rank must pick the same form, as a
+// blocking collective does not match a nonblocking one (MPI 3.1, 5.12; Open MPI deadlocks): so the
+// choice reads only the call's kind and size, which the ranks share, never whether this rank's
+// caller waits at once. Mixing the two forms on one communicator in the same order on every rank
+// is allowed. wait() is MPI_Wait, which progresses the request at Open MPI's own speed; it and the
+// blocking calls are timed by the watchdog (mpi_watchdog.h). Where the watchdog cannot be used
+// (below MPI_THREAD_MULTIPLE) nothing runs blocking and wait() polls MPI_Test, spinning with
+// yields for the first milliseconds, then with short sleeps so oversubscribed ranks leave the
+// cores to their peers.
 // Then the call's finishing step (dividing for avg, rounding 16-bit staging buffers back) runs
 // exactly once. A wait that outlasts the timeout aborts the job, naming the rank, the operation
 // and the group.
@@ -43,6 +45,9 @@ class MpiWork : public Work {
   static std::shared_ptr<MpiWork> start_ring(MpiCall call, MpiWorkInfo info,
                                              std::shared_ptr<const MpiComm> ring_comm,
                                              int tag_base);
+  // Runs `call` as the blocking MPI call (runs_blocking(call) must hold), finishes it and returns
+  // a completed work.
+  static WorkPtr run_blocking(const MpiCall& call, const MpiWorkInfo& info);
   // A work for a request already started (internal handshakes); nothing to finish.
   MpiWork(MPI_Request request, MpiWorkInfo info);
   // For start() only (make_shared needs a public constructor; Key keeps it private).
