@@ -34,6 +34,7 @@ class Adam : public OptimizerWithOptions<AdamOptions> {
   Adam(const std::vector<ParamGroup>& groups, const AdamOptions& options = {});
   Adam(const std::vector<Tensor>& params, const AdamOptions& options = {});
   const char* type() const override { return "adam"; }
+  bool elementwise() const override { return true; }
 
  protected:
   void update(size_t group, const Tensor& param, const Tensor& grad, ParamState& state) override;
@@ -46,6 +47,7 @@ class AdamW : public OptimizerWithOptions<AdamWOptions> {
   AdamW(const std::vector<ParamGroup>& groups, const AdamWOptions& options = {});
   AdamW(const std::vector<Tensor>& params, const AdamWOptions& options = {});
   const char* type() const override { return "adamw"; }
+  bool elementwise() const override { return true; }
 
  protected:
   void update(size_t group, const Tensor& param, const Tensor& grad, ParamState& state) override;

@@ -110,6 +110,41 @@ void Optimizer::step() {
   }
 }
 
+void Optimizer::begin_sliced_step(size_t index) {
+  TS_CHECK(elementwise(), type(), "expected an element-wise optimizer for a sliced step");
+  TS_CHECK(index < state_.size(), type(), "expected a parameter index below ", state_.size(),
+           ", got ", index);
+  size_t g = 0;
+  while (g + 1 < groups_.size() && index >= group_begin_[g + 1]) ++g;
+  const Tensor& p = groups_[g][index - group_begin_[g]];
+  TS_CHECK(p.dim() == 1, type(), "expected a 1-D parameter for a sliced step, got ", p.describe());
+  ParamState& st = state_[index];
+  if (st.tensors.empty()) {
+    for (const std::string& n : state_names(g))
+      st.tensors.emplace_back(n, zeros(p.shape(), {.dtype = DType::f32, .device = p.device()}));
+  }
+  ++st.step;
+}
+
+void Optimizer::step_slice(size_t index, int64_t offset, const Tensor& grad) {
+  autograd::NoGradGuard no_grad;  // thread-local: the caller's thread only
+  TS_CHECK(index < state_.size(), type(), "expected a parameter index below ", state_.size(),
+           ", got ", index);
+  size_t g = 0;
+  while (g + 1 < groups_.size() && index >= group_begin_[g + 1]) ++g;
+  const Tensor& p = groups_[g][index - group_begin_[g]];
+  const int64_t n = grad.numel();
+  TS_CHECK(p.dim() == 1 && offset >= 0 && offset + n <= p.numel(), type(),
+           "expected a slice of the 1-D parameter ", p.describe(), ", got offset ", offset,
+           " and ", n, " elements");
+  const ParamState& st = state_[index];
+  TS_CHECK(st.step > 0 && !st.tensors.empty(), type(),
+           "expected begin_sliced_step() before step_slice()");
+  ParamState slice{.step = st.step, .tensors = {}};
+  for (const auto& [name, t] : st.tensors) slice.tensors.emplace_back(name, t.narrow(0, offset, n));
+  update(g, p.narrow(0, offset, n), grad.contiguous().reshape({n}), slice);
+}
+
 void Optimizer::update_group(size_t group, std::span<const PendingUpdate> pending) {
   for (const PendingUpdate& u : pending) update(group, u.param, u.grad, *u.state);
 }

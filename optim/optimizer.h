@@ -68,6 +68,16 @@ class Optimizer {
   // Updates taken by parameter `index` (0 before its first step).
   int64_t step_count(size_t index) const;
 
+  // An element-wise optimizer (sgd, adam, adamw: every element's update reads only that element)
+  // can step a 1-D parameter in pieces, so an update may start while later gradients are still
+  // being computed (ZeRO's overlapped offload step): begin_sliced_step(index) counts the step and
+  // creates the state, then each step_slice(index, offset, grad) updates elements [offset, offset
+  // + grad.numel()) from `grad`, their gradient, with the numbers step() would give them. Slices
+  // of one step are disjoint; slices on disjoint ranges may run on different threads at once.
+  virtual bool elementwise() const { return false; }
+  void begin_sliced_step(size_t index);
+  void step_slice(size_t index, int64_t offset, const Tensor& grad);
+
   OptimizerState state_dict() const;
   // Restores options and state saved by an optimizer of the same type over parameters of the same
   // shapes; values are copied. Mismatches (type, group or parameter counts, missing or extra state

@@ -25,6 +25,7 @@ class SGD : public OptimizerWithOptions<SgdOptions> {
   SGD(const std::vector<ParamGroup>& groups, const SgdOptions& options = {});
   SGD(const std::vector<Tensor>& params, const SgdOptions& options = {});
   const char* type() const override { return "sgd"; }
+  bool elementwise() const override { return true; }
 
  protected:
   void update(size_t group, const Tensor& param, const Tensor& grad, ParamState& state) override;

@@ -325,6 +325,16 @@ TrainConfig TrainConfig::from_json(const json& j) {
     TS_CHECK(!c.zero.offload || c.zero.stage > 0, "config",
              "zero.offload keeps the ZeRO optimizer's shards on the host, so it needs zero.stage 1, "
              "2 or 3, got zero.stage 0; set zero.stage or remove zero.offload");
+    c.zero.bucket_mb = z.number("bucket_mb", 25.0, 1.0 / 1024, 1 << 20);
+    TS_CHECK(!z.has("bucket_mb") || c.zero.stage > 0, "config",
+             "zero.bucket_mb sizes the ZeRO optimizer's gradient buckets, so it needs zero.stage "
+             "1, 2 or 3, got zero.stage 0");
+    c.zero.overlap_step = z.boolean("overlap_step", false);
+    TS_CHECK(!c.zero.overlap_step || (c.zero.offload && c.zero.stage >= 2), "config",
+             "zero.overlap_step steps the host's shards while backward goes on, as each "
+             "gradient range is reduced: expected zero.offload true and zero.stage 2 or 3, got "
+             "zero.stage ",
+             c.zero.stage, " and zero.offload ", c.zero.offload ? "true" : "false");
     // Heterogeneous memory for stage 3's parameters (parallel/zero/param_placement.h).
     c.zero.offload_params = z.boolean("offload_params", false);
     TS_CHECK(!c.zero.offload_params || (c.zero.stage == 3 && c.zero.offload), "config",
@@ -382,6 +392,15 @@ TrainConfig TrainConfig::from_json(const json& j) {
     TS_CHECK(c.train.seq_len == 0, "config",
              "train.seq_len: only GPT and BERT read sequences, got ", c.train.seq_len, " for vit");
   }
+  // The overlapped step updates each range as soon as it is reduced: nothing may rescale the
+  // gradients after backward.
+  TS_CHECK(!c.zero.overlap_step || c.train.grad_clip == 0, "config",
+           "zero.overlap_step steps each gradient range during backward, before the global norm "
+           "exists: expected train.grad_clip 0, got ",
+           c.train.grad_clip, "; set one of them off");
+  TS_CHECK(!c.zero.overlap_step || c.precision.dtype != "f16", "config",
+           "zero.overlap_step steps each gradient range during backward, before the loss scaler "
+           "knows whether any gradient overflowed: expected precision.dtype f32 or bf16, got f16");
   const std::string opt_type = c.optimizer.value("type", "adamw");
   TS_CHECK(c.train.device == "cpu" || opt_type == "adam" || opt_type == "adamw", "config",
            "optimizer.type ", opt_type, ": its update loops run on the CPU only; with train.device ",

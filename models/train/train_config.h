@@ -27,6 +27,12 @@ struct ZeroSection {
   // gradients (reduce-scattered); 3: also the parameters (gathered on use).
   int64_t stage = 0;
   bool offload = false;  // stages 1-3: masters and optimizer state on the host (parallel/zero/offload.h)
+  // Offload at stages 2-3: the host steps each reduced shard range during backward
+  // (ShardedOptimizer's overlapped step); needs train.grad_clip 0 and no f16 loss scaling.
+  bool overlap_step = false;
+  // Stages 1-3: bytes per gradient bucket (stage 1 all-reduces, stages 2-3 reduce to the owners),
+  // in MiB: smaller buckets start reducing earlier in backward.
+  double bucket_mb = 25;
   // Stage 3 only (an error with another stage): parameters gathered ahead along the first step's
   // order, and parameters kept gathered at once (parallel/zero/stage3_params.h).
   int64_t prefetch = 1;

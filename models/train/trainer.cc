@@ -152,6 +152,9 @@ void Trainer::setup() {
                                                            : std::vector<std::vector<std::string>>(),
                                   .zero_stage = int(config_.zero.stage),
                                   .zero_offload = config_.zero.offload,
+                                  .zero_overlap_step = config_.zero.overlap_step,
+                                  .zero_bucket_bytes =
+                                      std::max<int64_t>(1, int64_t(config_.zero.bucket_mb * (1 << 20))),
                                   .zero3 = {.live_params = config_.zero.live_params,
                                             .prefetch = int(config_.zero.prefetch),
                                             .placement = zero_placement(config_.zero)}});
@@ -261,7 +264,7 @@ double Trainer::train_step(int64_t step, StepStats& stats) {
     if (scaler_)
       check_skips(!scaler_->step(update_->optimizer()), step + 1);
     else
-      update_->optimizer().step();
+      update_->step();
   }
   {
     TS_PROFILE("finish_step", "step");  // masters back into the parameters (gathered under ZeRO)

@@ -119,7 +119,11 @@ class ZeroUpdate : public UpdateEngine {
   explicit ZeroUpdate(const UpdateEngineSpec& spec)
       : zero_(spec.model->named_parameters(), spec.groups, spec.optimizer, spec.grad_group,
               parallel::zero::ZeroOptions{
-                  .stage = spec.zero_stage, .stage3 = spec.zero3, .offload = spec.zero_offload}) {}
+                  .stage = spec.zero_stage,
+                  .bucket_cap_bytes = spec.zero_bucket_bytes,
+                  .stage3 = spec.zero3,
+                  .offload = spec.zero_offload,
+                  .overlap_step = spec.zero_overlap_step}) {}
 
   void set_grad_sync(bool sync) override {
     if (sync) {
@@ -132,6 +136,7 @@ class ZeroUpdate : public UpdateEngine {
   void finish_gradients() override { zero_.finish_gradient_sync(); }
   const std::vector<Tensor>& step_params() const override { return zero_.shard_params(); }
   optim::Optimizer& optimizer() override { return zero_.optimizer(); }
+  void step() override { zero_.step(); }
   double clip_grad_norm(double max_norm, const std::vector<bool>& counted,
                         const optim::SumReducer& reduce) override {
     return zero_.clip_grad_norm(max_norm, reduce, counted);
@@ -246,9 +251,12 @@ class ZeroUpdate : public UpdateEngine {
                   "optimizer state (%lld of %lld elements)%s%s",
                   zero_.stage(), n, n == 1 ? "" : "s", n, static_cast<long long>(mine),
                   static_cast<long long>(total), more,
-                  zero_.offloaded() ? "; masters and optimizer state offloaded to host memory, "
-                                      "stepped there by the CPU Adam"
-                                    : "");
+                  !zero_.offloaded()      ? ""
+                  : zero_.overlaps_step() ? "; masters and optimizer state offloaded to host "
+                                            "memory, stepped there by the CPU Adam range by range "
+                                            "during backward"
+                                          : "; masters and optimizer state offloaded to host "
+                                            "memory, stepped there by the CPU Adam");
     std::string out = line;
     if (const parallel::zero::Stage3Params* s3 = zero_.stage3(); s3 && s3->chunked()) {
       // Where the parameter shards wait between uses (param_placement.h).

@@ -38,6 +38,9 @@ class UpdateEngine {
   // The f32 tensors optimizer() steps: every parameter's master, or this rank's shards.
   virtual const std::vector<Tensor>& step_params() const = 0;
   virtual optim::Optimizer& optimizer() = 0;
+  // The optimizer step over step_params() without loss scaling: optimizer().step(), except after
+  // ZeRO's overlapped step, which finish_gradients() already took.
+  virtual void step() { optimizer().step(); }
   // Global-norm clipping (collective under ZeRO). counted[i]: model parameter i's gradient counts
   // on this rank (empty: all do); reduce sums a partial over the other groups that split the model
   // (tensor parallelism), empty when none does.
@@ -102,6 +105,8 @@ struct UpdateEngineSpec {
   std::vector<std::vector<std::string>> sync_groups;
   int zero_stage = 0;                   // 0: the plain path; 1-3: ZeRO over grad_group
   bool zero_offload = false;            // ZeRO's masters and optimizer state on the host
+  bool zero_overlap_step = false;       // offload, stages 2-3: the host steps during backward
+  int64_t zero_bucket_bytes = 25 << 20;  // ZeRO's gradient buckets
   parallel::zero::Stage3Options zero3;  // stage 3: parameters kept gathered, prefetch depth
 };
 

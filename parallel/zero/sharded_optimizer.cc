@@ -2,9 +2,11 @@
 // and the all-gather of the updated parameters (checkpoint state: zero_state_dict.cc).
 #include "parallel/zero/sharded_optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <unordered_set>
+#include <utility>
 
 #include "autograd/grad_mode.h"
 #include "core/error.h"
@@ -71,6 +73,10 @@ ShardedOptimizer::ShardedOptimizer(NamedParams params, const std::vector<optim::
   TS_CHECK(optimizer.is_object() && optimizer.contains("type") && optimizer.at("type").is_string(),
            op, "expected an optimizer object with a string 'type', got ", optimizer.dump());
   check_zero_optimizer(optimizer.at("type").get<std::string>(), "optimizer.type", options.stage);
+  TS_CHECK(!options.overlap_step || (options.offload && options.stage >= 2), op,
+           "expected the overlapped step with offload at stage 2 or 3 (the host steps each shard "
+           "range its reduction completes), got stage ",
+           options.stage, options.offload ? " with" : " without", " offload");
   if (options.offload) {
     check_offload_optimizer(optimizer.at("type").get<std::string>(), "optimizer.type");
     // On a GPU the host shards would meet device buffers in the collectives of the checkpoint
@@ -180,12 +186,22 @@ ShardedOptimizer::ShardedOptimizer(NamedParams params, const std::vector<optim::
       });
     }
   }
+  if (options.overlap_step) {
+    worker_ = std::make_unique<StepWorker>();
+    posted_.resize(shards_.size());
+    reducer_->on_shard_ready = [this](size_t g, int64_t offset, const Tensor& grad) {
+      step_range(g, offset, grad);
+    };
+  }
   if (options.stage == 3)
     params3_ = std::make_unique<Stage3Params>(comm_, plan_, tensors_, std::move(names),
                                               compute_shards(), options.stage3);
 }
 
-ShardedOptimizer::~ShardedOptimizer() = default;
+ShardedOptimizer::~ShardedOptimizer() {
+  // A NoSyncGuard may keep the reducer alive past this optimizer: it must not call back into it.
+  if (reducer_) reducer_->on_shard_ready = nullptr;
+}
 
 Tensor ShardedOptimizer::pack_group(size_t g, DType dtype) const {
   const ZeroGroupPlan& gp = plan_.groups[g];
@@ -208,6 +224,12 @@ ShardedOptimizer::NoSyncGuard ShardedOptimizer::no_sync() {
 void ShardedOptimizer::finish_gradient_sync() {
   if (reducer_) {
     std::vector<Tensor> grads = reducer_->finish();
+    if (options_.overlap_step) {
+      grads.clear();  // the host copies were made range by range
+      finish_overlapped_step();
+      if (params3_) params3_->end_window(true);
+      return;
+    }
     for (size_t g = 0; g < shards_.size(); ++g) {
       shards_[g].set_grad(grads[g].to(shard_device_));
       grads[g] = Tensor();  // under offload the device copy goes now
@@ -219,6 +241,52 @@ void ShardedOptimizer::finish_gradient_sync() {
   if (!dp_->sync_enabled()) return;  // under no_sync, as DataParallel
   dp_->finish_gradient_sync();
   shard_grads_from_model();
+}
+
+void ShardedOptimizer::begin_overlapped_step() {
+  for (size_t g = 0; g < shards_.size(); ++g) {
+    optimizer_->begin_sliced_step(g);  // one parameter, the shard, per group
+    host_grads_.push_back(
+        zeros({plan_.groups[g].shard_numel}, {.dtype = DType::f32, .device = shard_device_}));
+    posted_[g].clear();
+  }
+  overlapping_ = true;
+}
+
+void ShardedOptimizer::step_range(size_t g, int64_t offset, const Tensor& grad) {
+  if (!overlapping_) begin_overlapped_step();
+  const Tensor host = host_grads_[g].narrow(0, offset, grad.numel());
+  host.copy_(grad);  // on the caller's thread, in the order of its other device work
+  posted_[g].emplace_back(offset, grad.numel());
+  worker_->post([this, g, offset, host] { optimizer_->step_slice(g, offset, host); });
+}
+
+void ShardedOptimizer::finish_overlapped_step() {
+  if (!overlapping_) begin_overlapped_step();  // no bucket at all
+  for (size_t g = 0; g < shards_.size(); ++g) {
+    // What no reduced range covered (the padding: zero gradients) steps too, as step() would.
+    std::vector<std::pair<int64_t, int64_t>> ranges = posted_[g];
+    std::sort(ranges.begin(), ranges.end());
+    int64_t at = 0;
+    ranges.emplace_back(plan_.groups[g].shard_numel, 0);
+    for (const auto& [offset, numel] : ranges) {
+      if (offset > at) {
+        const Tensor gap = host_grads_[g].narrow(0, at, offset - at);
+        worker_->post([this, g, at, gap] { optimizer_->step_slice(g, at, gap); });
+      }
+      at = std::max(at, offset + numel);
+    }
+  }
+  worker_->drain();
+  for (size_t g = 0; g < shards_.size(); ++g) shards_[g].set_grad(host_grads_[g]);
+  host_grads_.clear();
+  overlapping_ = false;
+  stepped_ = true;
+}
+
+void ShardedOptimizer::step() {
+  if (std::exchange(stepped_, false)) return;
+  optimizer_->step();
 }
 
 // Stage 1: every rank holds every averaged gradient; it keeps its shard's slice in f32 and drops
@@ -269,6 +337,10 @@ double ShardedOptimizer::local_grad_sq_sum(const std::vector<bool>& counted) con
 double ShardedOptimizer::clip_grad_norm(double max_norm, const optim::SumReducer& reduce_more,
                                         const std::vector<bool>& counted) {
   TS_CHECK(max_norm > 0.0, "clip_grad_norm", "expected max_norm > 0, got ", max_norm);
+  TS_CHECK(!stepped_, "clip_grad_norm",
+           "expected gradients not yet stepped, got them after an overlapped step "
+           "(ZeroOptions::overlap_step stepped each shard range as its reduction completed); "
+           "clipping needs the step after backward: turn overlap_step off");
   double sq = sum_over(*comm_, local_grad_sq_sum(counted));
   if (reduce_more) sq = reduce_more(sq);
   const double norm = std::sqrt(sq);

@@ -20,7 +20,7 @@
 //   zero.finish_gradient_sync();  // shard_params()[g].grad(): this rank's averaged shard gradient
 //   [scaler.unscale(zero.shard_params()) with
 //   scaler.set_found_inf_reducer(zero.found_inf_reducer())] [zero.clip_grad_norm(max_norm)]
-//   zero.optimizer().step();      // or scaler.step(zero.optimizer())
+//   zero.step();                  // or scaler.step(zero.optimizer())
 //   zero.gather_parameters();     // the model's parameters = the updated masters
 //   zero.zero_grad();
 //
@@ -50,6 +50,15 @@
 // and no optimizer state (stage 3 f32: its compute shard is a device copy of the master); the
 // numbers are the same ones as without offload.
 //
+// Overlapped step (ZeroOptions::overlap_step, stages 2 and 3 with offload): the host steps each
+// range of this rank's shard as soon as its reduction completes, on a worker thread
+// (step_worker.h), while backward goes on with the layers not yet reduced, instead of stepping
+// every shard after backward. Element-wise optimizers give each element the same numbers either
+// way (optim::Optimizer::step_slice). finish_gradient_sync() then steps what no bucket covered
+// (the padding) and waits for the worker: the step is over and step() only ends it. Nothing may
+// change the gradients between backward and the step, so global-norm clipping and loss scaling
+// are refused with it (clip_grad_norm() throws after an overlapped step).
+//
 // Checkpoints: state_dict() returns the plain optimizer's format under the plain optimizer's
 // indices (parameter k counting through the groups, "state.<k>.<name>" with the parameter's
 // shape), gathered from the shards, so ZeRO and plain runs resume each other's state.
@@ -71,6 +80,7 @@
 #include "parallel/comm/communicator.h"
 #include "parallel/data/data_parallel.h"
 #include "parallel/zero/stage3_params.h"
+#include "parallel/zero/step_worker.h"
 #include "parallel/zero/zero_plan.h"
 
 namespace tessera::parallel::zero {
@@ -88,6 +98,7 @@ struct ZeroOptions {
   ZeroPlanOptions plan = {};
   Stage3Options stage3 = {};  // stage 3 only
   bool offload = false;       // masters, their gradients and optimizer state on the host (above)
+  bool overlap_step = false;  // offload, stages 2 and 3: the host steps during backward (above)
 };
 
 class ShardedOptimizer {
@@ -127,6 +138,10 @@ class ShardedOptimizer {
   // Collective: after the synced backward, each shard's .grad() holds its average over ranks
   // (f32, padding zero) and the model's parameters hold no gradient.
   void finish_gradient_sync();
+
+  // The optimizer step over the shards: optimizer().step(), or, after an overlapped step
+  // (finish_gradient_sync() already stepped them), nothing.
+  void step();
 
   // This rank's f32 master shard of each group ((shard_numel), the group's order); their grads
   // are set by finish_gradient_sync().
@@ -189,6 +204,7 @@ class ShardedOptimizer {
 
   int stage() const { return options_.stage; }
   bool offloaded() const { return options_.offload; }
+  bool overlaps_step() const { return options_.overlap_step; }
   // Where shard_params(), their gradients and the optimizer state live: the communicator's device,
   // or offload_host_device() of it under offload.
   Device shard_device() const { return shard_device_; }
@@ -214,6 +230,11 @@ class ShardedOptimizer {
   // offload moves 16-bit bytes).
   Tensor compute_shard(size_t g) const;
   std::vector<Tensor> compute_shards() const;
+  // The overlapped step: the reduced range [offset, offset + grad.numel()) of group g's shard
+  // goes to the host and its update to the worker; the step's first range begins it.
+  void step_range(size_t g, int64_t offset, const Tensor& grad);
+  void begin_overlapped_step();
+  void finish_overlapped_step();
 
   NamedParams params_;
   std::vector<Tensor> tensors_;  // params_[i].second
@@ -229,6 +250,12 @@ class ShardedOptimizer {
   std::unique_ptr<DataParallel> dp_;                // stage 1
   std::shared_ptr<detail::Stage2Reducer> reducer_;  // stages 2 and 3
   std::unique_ptr<Stage3Params> params3_;           // stage 3
+  // Overlapped step: the worker, each group's host gradient and the ranges already posted.
+  std::unique_ptr<StepWorker> worker_;
+  std::vector<Tensor> host_grads_;
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> posted_;  // (offset, numel) per group
+  bool overlapping_ = false;  // a step's ranges are being posted
+  bool stepped_ = false;      // finish_gradient_sync() took the step
 };
 
 // The ZeRO-equivalent of make_optimizer's type check: throws ValueError naming `key` (the config

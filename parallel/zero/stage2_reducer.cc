@@ -116,9 +116,10 @@ void Stage2Reducer::complete(size_t b) {
   for (const ReducePart& part : k.parts) {
     if (part.owner != rank_) continue;
     const int64_t n = part.end - part.begin;
-    shard_grads_[k.group]
-        .narrow(0, part.begin - int64_t(part.owner) * shard_numel_[k.group], n)
-        .copy_(buffers_[b].narrow(0, part.begin - k.begin, n));
+    const int64_t offset = part.begin - int64_t(part.owner) * shard_numel_[k.group];
+    const Tensor slice = shard_grads_[k.group].narrow(0, offset, n);
+    slice.copy_(buffers_[b].narrow(0, part.begin - k.begin, n));
+    if (on_shard_ready) on_shard_ready(k.group, offset, slice);
   }
   buffers_[b] = Tensor();
   works_[b].clear();

@@ -2,6 +2,8 @@
 // the grad-ready hooks, private to ShardedOptimizer.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +27,10 @@ struct Stage2Reducer {
   std::vector<Tensor> finish();
 
   std::shared_ptr<Communicator> comm;
+  // When set: called as each reduced range of this rank's shard is final, with its group, its
+  // offset in the group's shard and its averaged gradient (f32, a view into the shard gradient
+  // finish() returns), in the order the buckets complete.
+  std::function<void(size_t group, int64_t shard_offset, const Tensor& grad)> on_shard_ready;
   bool no_sync = false;
   bool step_active = false;  // a gradient arrived since the last finish()
 

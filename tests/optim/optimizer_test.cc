@@ -1,6 +1,7 @@
 // Optimizer basics: decay / no-decay grouping, zero_grad, skipped parameters, no autograd history
 // from a step, 16-bit parameters, and option validation (lr < 0, unknown keys and types).
 #include <catch2/catch.hpp>
+#include <thread>
 
 #include "autograd/ops.h"
 #include "core/parallel.h"
@@ -193,3 +194,43 @@ TEST_CASE("large updates give the same bits with 1 and 2 threads", "[optim]") {
 }
 
 }  // namespace
+
+// ZeRO's overlapped step updates a shard range by range as its gradients are reduced; every
+// element must get the numbers a whole step gives it, on every step, from disjoint threads too.
+TEST_CASE("a step in slices equals the whole step for sgd, adam and adamw", "[optim]") {
+  const std::vector<json> configs = {
+      {{"type", "sgd"}, {"lr", 0.1}, {"momentum", 0.9}, {"weight_decay", 0.01}},
+      {{"type", "adam"}, {"lr", 1e-2}, {"weight_decay", 0.01}},
+      {{"type", "adamw"}, {"lr", 1e-2}, {"weight_decay", 0.1}}};
+  for (const json& config : configs) {
+    INFO(config.dump());
+    Generator gen(7);
+    Tensor whole = randn({1000}, {}, &gen).set_requires_grad(true);
+    Tensor sliced = whole.detach().clone().set_requires_grad(true);
+    auto a = optim::make_optimizer(config, {{.params = {whole}}});
+    auto b = optim::make_optimizer(config, {{.params = {sliced}}});
+    REQUIRE(b->elementwise());
+    for (int step = 0; step < 3; ++step) {
+      const Tensor grad = randn({1000}, {}, &gen);
+      whole.set_grad(grad.clone());
+      a->step();
+      b->begin_sliced_step(0);
+      // Out of order, the middle slice on another thread.
+      std::thread middle([&] { b->step_slice(0, 300, grad.narrow(0, 300, 450)); });
+      b->step_slice(0, 750, grad.narrow(0, 750, 250));
+      b->step_slice(0, 0, grad.narrow(0, 0, 300));
+      middle.join();
+      REQUIRE(b->step_count(0) == a->step_count(0));
+      const std::vector<double> want = testing::to_doubles(whole), got = testing::to_doubles(sliced);
+      REQUIRE(got == want);
+    }
+  }
+  Tensor w = zeros({4}).set_requires_grad(true);
+  auto lamb = optim::make_optimizer({{"type", "lamb"}}, {{.params = {w}}});
+  CHECK_FALSE(lamb->elementwise());
+  require_error([&] { lamb->begin_sliced_step(0); }, "element-wise");
+  auto adam = optim::make_optimizer({{"type", "adam"}}, {{.params = {w}}});
+  require_error([&] { adam->step_slice(0, 0, zeros({4})); }, "begin_sliced_step");
+  adam->begin_sliced_step(0);
+  require_error([&] { adam->step_slice(0, 2, zeros({4})); }, "expected a slice");
+}

@@ -83,7 +83,8 @@ struct Case {
 // Stage 0 (the trainer's plain path) or ZeRO stage 1 / 2, one step at a time.
 class Run {
  public:
-  Run(int stage, const Case& c, const std::shared_ptr<Communicator>& comm, bool offload = false)
+  Run(int stage, const Case& c, const std::shared_ptr<Communicator>& comm, bool offload = false,
+      bool overlap = false)
       : stage_(stage), case_(c), comm_(comm), model_(c.hidden) {
     if (c.dtype != DType::f32) model_.to(c.dtype);
     std::vector<optim::ParamGroup> groups =
@@ -99,7 +100,10 @@ class Run {
       const int64_t host_before = memory_stats(kHost).current_bytes;
       zero_ = std::make_unique<ShardedOptimizer>(
           model_.named_parameters(), groups, c.optimizer, comm,
-          ZeroOptions{.stage = stage, .bucket_cap_bytes = 4096, .offload = offload});
+          ZeroOptions{.stage = stage,
+                      .bucket_cap_bytes = 4096,
+                      .offload = offload,
+                      .overlap_step = overlap});
       built_device_bytes = memory_stats(kCPU).current_bytes - device_before;
       built_host_bytes = memory_stats(kHost).current_bytes - host_before;
     }
@@ -143,6 +147,9 @@ class Run {
       if (zero_ && stage_ >= 2 && m + 1 == case_.accum)
         reduces_in_backward_ += comm_->stats()[CommKind::reduce].calls;
     }
+    // The overlapped step begins with the first range reduced: the shards' step count grows.
+    if (zero_ && zero_->overlaps_step() && zero_->optimizer().step_count(0) > s)
+      ++steps_begun_in_backward;
     std::vector<Tensor> params;
     if (zero_) {
       zero_->finish_gradient_sync();
@@ -167,8 +174,10 @@ class Run {
     const int64_t host_before = memory_stats(kHost).current_bytes;
     if (scaler_) {
       scaler_->step(optimizer());
+    } else if (zero_) {
+      zero_->step();
     } else {
-      optimizer().step();
+      optimizer_->step();
     }
     // The first step that updates creates the state (a skipped one does not).
     if (state_bytes == 0 && host_state_bytes == 0) {
@@ -224,6 +233,7 @@ class Run {
 
   std::vector<double> norms, losses;
   int64_t built_device_bytes = 0, built_host_bytes = 0;  // held after the ShardedOptimizer's build
+  int64_t steps_begun_in_backward = 0;                    // overlapped: see step()
   int64_t host_state_bytes = 0, host_grad_bytes = 0;     // as below, in the offload host domain
   int64_t state_bytes = 0;  // what the first optimizer step allocated: the optimizer state
   int64_t grad_bytes = 0;   // held after the first step's reduction: the gradients the step reads
@@ -432,6 +442,41 @@ void check_offload(const Case& c, const std::shared_ptr<Communicator>& comm) {
   check_close(into_off.masters(), base.masters(), c.tol, c.name + " offload -> stage 3 offload");
 }
 
+// The overlapped offload step (the host steps each shard range as its reduction completes, during
+// backward) against the offloaded step after backward, without clipping: the same losses, masters
+// and parameters bit for bit, and in a deep model every step began during backward.
+void check_overlap(Case c, const std::shared_ptr<Communicator>& comm) {
+  constexpr int64_t kSteps = 4;
+  c.clip = 0;
+  for (int stage : {2, 3}) {
+    const std::string what = str_cat(c.name, " without clipping, stage ", stage, " overlapped");
+    Run after(stage, c, comm, /*offload=*/true);
+    Run overlapped(stage, c, comm, /*offload=*/true, /*overlap=*/true);
+    for (int64_t s = 0; s < kSteps; ++s) {
+      after.step(s);
+      overlapped.step(s);
+    }
+    RANK_CHECK(overlapped.losses == after.losses, what, ": losses differ from the step after "
+                                                        "backward");
+    const Diff d = diff(overlapped.masters(), after.masters());
+    RANK_CHECK(d.max_diff == 0, what, ": masters differ by ", d.max_diff);
+    check_close(overlapped.params(), after.params(), 0, what + " params");
+    // Backward reaches the first layers last, and rank 0 owns their ranges: in a one-layer model
+    // they may all reduce at the end. With 12 layers every rank has ranges reduced before.
+    if (c.hidden > 1)
+      RANK_CHECK(overlapped.steps_begun_in_backward == kSteps, what, ": ",
+                 overlapped.steps_begun_in_backward, " of ", kSteps,
+                 " steps had begun before backward ended");
+    RANK_CHECK(overlapped.zero()->optimizer().step_count(0) == kSteps, what, ": step count ",
+               overlapped.zero()->optimizer().step_count(0));
+    if (comm->rank() == 0)
+      std::printf("  %s: losses and masters bit-identical, %lld of %lld steps begun during "
+                  "backward on rank 0\n",
+                  what.c_str(), static_cast<long long>(overlapped.steps_begun_in_backward),
+                  static_cast<long long>(kSteps));
+  }
+}
+
 void check_errors(const std::shared_ptr<Communicator>& comm) {
   Mlp model;
   auto groups = optim::param_groups_with_decay(model.named_parameters(), 0.1);
@@ -458,6 +503,18 @@ void check_errors(const std::shared_ptr<Communicator>& comm) {
     threw = std::string(e.what()).find("optimizer.type sgd with zero.offload") != std::string::npos;
   }
   RANK_CHECK(threw, "sgd with offload must be refused naming optimizer.type and zero.offload");
+  for (const ZeroOptions& o : {ZeroOptions{.stage = 1, .offload = true, .overlap_step = true},
+                               ZeroOptions{.stage = 2, .overlap_step = true}}) {
+    threw = false;
+    try {
+      ShardedOptimizer z(model.named_parameters(), groups, {{"type", "adamw"}}, comm, o);
+    } catch (const ValueError& e) {
+      threw = std::string(e.what()).find("expected the overlapped step with offload at stage 2 "
+                                         "or 3") != std::string::npos;
+    }
+    RANK_CHECK(threw, "the overlapped step at stage ", o.stage, o.offload ? " with" : " without",
+               " offload must be refused");
+  }
   // Found-inf is agreed before any rank acts: one rank's flag reaches every rank.
   ShardedOptimizer z(model.named_parameters(), groups, {{"type", "adamw"}}, comm, {.stage = 2});
   const optim::FoundInfReducer agree = z.found_inf_reducer();
@@ -501,6 +558,7 @@ int main(int argc, char** argv) {
     if (world->rank() == 0) std::printf("zero on %d ranks:\n", world->size());
     for (const Case& c : cases) zero::check_case(c, world);
     for (size_t k : {size_t(0), size_t(2), size_t(3)}) zero::check_offload(cases[k], world);
+    for (size_t k : {size_t(0), size_t(3), size_t(4)}) zero::check_overlap(cases[k], world);
     zero::check_resume(cases[0], world);
     zero::check_resume(cases[3], world);
     zero::check_errors(world);

@@ -6,8 +6,9 @@
 # stage-2 and stage-3 checkpoints resume under stage 0 and a stage-0 one under stages 2 and 3 with
 # the uninterrupted run's next losses (f32 and bf16), and a tp 2 x dp 2 stage-2 checkpoint resumes
 # on dp 2; offload (masters and optimizer state on the host, stepped by the CPU Adam) gives the
-# same losses under stages 1 and 3, and so does parameter offload (static and auto placement, the
-# auto run's device peak under its limit); what is not available (offload without a stage,
+# same losses under stages 1 and 3, the overlapped offload step (stages 2 and 3, stepping during
+# backward) the step-after-backward's losses bit for bit, and so does parameter offload (static and
+# auto placement, the auto run's device peak under its limit); what is not available (offload without a stage,
 # parameter offload below stage 3, placement keys without it, LAMB / LARS, stage 3's keys under
 # another stage) is refused naming the key.
 # Usage: zero_test.sh TESSERA
@@ -46,6 +47,20 @@ for stage in 1 3; do
   train "s$stage-offload" 2 "masters and optimizer state offloaded to host memory" \
     --set zero.stage=$stage --set zero.offload=true
   compare "stage 0 vs stage $stage with offload" "$work/s0.jsonl" "$work/s$stage-offload.jsonl" 1e-5
+done
+
+# The overlapped offload step (zero.overlap_step: the host steps each gradient range as soon as it
+# is reduced, while backward goes on), with 10 KiB buckets so several reduce during backward, and
+# clipping off (it needs every gradient first): stage 2's and 3's losses equal those of the same
+# offloaded run stepping after backward, bit for bit.
+for stage in 2 3; do
+  ov=(--set zero.stage=$stage --set zero.offload=true --set train.grad_clip=0
+      --set zero.bucket_mb=0.01)
+  train "s$stage-offload-noclip" 2 "stepped there by the CPU Adam" "${ov[@]}"
+  train "s$stage-overlap" 2 "stepped there by the CPU Adam range by range during backward" \
+    "${ov[@]}" --set zero.overlap_step=true
+  compare "stage $stage offload: the overlapped step vs the step after backward" \
+    "$work/s$stage-offload-noclip.jsonl" "$work/s$stage-overlap.jsonl" 0
 done
 
 # Parameter offload: stage 3's parameter shards in chunks (of 10 KiB here), all of them on the host
@@ -202,6 +217,16 @@ mpi 2 60 "$tessera" train --config "$cfg" "${poff[@]}" --set zero.placement=auto
 expect_error "auto without a limit" "zero.placement auto keeps the device under zero.device_memory_limit: expected a limit above 0" 30
 mpi 2 60 "$tessera" train --config "$cfg" "${poff[@]}" --set zero.device_memory_limit=8Q
 expect_error "a malformed limit" 'zero.device_memory_limit: expected a size such as "8G"' 30
+ovc=(--config "$cfg" --set zero.offload=true --set zero.overlap_step=true)
+mpi 1 30 "$tessera" train "${ovc[@]}" --set zero.stage=2
+expect_error "the overlapped step with clipping" "before the global norm exists: expected train.grad_clip 0, got 1" 30
+mpi 1 30 "$tessera" train "${ovc[@]}" --set zero.stage=1 --set train.grad_clip=0
+expect_error "the overlapped step at stage 1" "expected zero.offload true and zero.stage 2 or 3, got zero.stage 1" 30
+mpi 1 30 "$tessera" train "${ovc[@]}" --set zero.stage=2 --set train.grad_clip=0 \
+  --set precision.dtype=f16
+expect_error "the overlapped step with loss scaling" "expected precision.dtype f32 or bf16, got f16" 30
+mpi 1 30 "$tessera" train --config "$cfg" --set zero.bucket_mb=1
+expect_error "zero.bucket_mb without a stage" "zero.bucket_mb sizes the ZeRO optimizer's gradient buckets, so it needs zero.stage 1, 2 or 3" 30
 mpi 2 60 "$tessera" train --config "$cfg" --set zero.stage=2 --set optimizer.type=lamb
 expect_error "lamb under ZeRO" "optimizer.type lamb with zero.stage 2" 30
 n=$(grep -c "optimizer.type lamb with zero.stage 2" "$LOG")
