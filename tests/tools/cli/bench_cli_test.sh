@@ -79,6 +79,9 @@ grep -qE "^\| stage 3 +\| +2 \| +6\.00 \| +0\.00 \|" "$LOG" &&
   grep -qE "^\| stage 3 \+ offload \+ offload_params +\| +2 \| +0\.0[0-9]* \| +8\.00 \|" "$LOG" &&
   echo "ok: bench zero, model state moves to the host with offload and offload_params" ||
   fail "expected device / host bytes per parameter 6 / 0, 2 / 6 and ~0 / 8 for stage 3, offload, offload_params"
+grep -qE "^\| stage 3 \+ offload \+ overlap_step, 2 MiB buckets +\| +2 \| +2\.00 \| +6\.00 \|" "$LOG" &&
+  echo "ok: bench zero, the overlapped step's row" ||
+  fail "expected the overlapped offload step's row with offload's 2 / 6 bytes per parameter"
 mpi 2 60 "$tessera" bench zero --precision f16
 expect_error "bench zero usage error" "expected --precision f32, bf16 or both"
 
