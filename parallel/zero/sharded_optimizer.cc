@@ -178,7 +178,7 @@ ShardedOptimizer::ShardedOptimizer(NamedParams params, const std::vector<optim::
   for (const auto& entry : params_) names.push_back(entry.first);
   if (options.stage >= 2) {
     reducer_ = std::make_shared<detail::Stage2Reducer>(comm_, plan_, tensors_, names, comm_dtypes_,
-                                                       options.bucket_cap_bytes);
+                                                       options.bucket_cap_bytes, shard_device_);
     std::weak_ptr<detail::Stage2Reducer> weak = reducer_;
     for (size_t p = 0; p < tensors_.size(); ++p) {
       tensors_[p].add_grad_ready_hook([weak, p](const Tensor&) {
@@ -225,14 +225,12 @@ void ShardedOptimizer::finish_gradient_sync() {
   if (reducer_) {
     std::vector<Tensor> grads = reducer_->finish();
     if (options_.overlap_step) {
-      grads.clear();  // the host copies were made range by range
-      finish_overlapped_step();
+      finish_overlapped_step(grads);
       if (params3_) params3_->end_window(true);
       return;
     }
     for (size_t g = 0; g < shards_.size(); ++g) {
-      shards_[g].set_grad(grads[g].to(shard_device_));
-      grads[g] = Tensor();  // under offload the device copy goes now
+      shards_[g].set_grad(grads[g]);  // already where the shard is (on the host under offload)
     }
     // The step's forward and backward are over: nothing needs a gathered parameter until the next.
     if (params3_) params3_->end_window(true);
@@ -246,8 +244,6 @@ void ShardedOptimizer::finish_gradient_sync() {
 void ShardedOptimizer::begin_overlapped_step() {
   for (size_t g = 0; g < shards_.size(); ++g) {
     optimizer_->begin_sliced_step(g);  // one parameter, the shard, per group
-    host_grads_.push_back(
-        zeros({plan_.groups[g].shard_numel}, {.dtype = DType::f32, .device = shard_device_}));
     posted_[g].clear();
   }
   overlapping_ = true;
@@ -255,13 +251,12 @@ void ShardedOptimizer::begin_overlapped_step() {
 
 void ShardedOptimizer::step_range(size_t g, int64_t offset, const Tensor& grad) {
   if (!overlapping_) begin_overlapped_step();
-  const Tensor host = host_grads_[g].narrow(0, offset, grad.numel());
-  host.copy_(grad);  // on the caller's thread, in the order of its other device work
   posted_[g].emplace_back(offset, grad.numel());
-  worker_->post([this, g, offset, host] { optimizer_->step_slice(g, offset, host); });
+  // `grad` is final (a view of the host shard gradient the reducer returns at the end).
+  worker_->post([this, g, offset, grad] { optimizer_->step_slice(g, offset, grad); });
 }
 
-void ShardedOptimizer::finish_overlapped_step() {
+void ShardedOptimizer::finish_overlapped_step(const std::vector<Tensor>& grads) {
   if (!overlapping_) begin_overlapped_step();  // no bucket at all
   for (size_t g = 0; g < shards_.size(); ++g) {
     // What no reduced range covered (the padding: zero gradients) steps too, as step() would.
@@ -271,15 +266,14 @@ void ShardedOptimizer::finish_overlapped_step() {
     ranges.emplace_back(plan_.groups[g].shard_numel, 0);
     for (const auto& [offset, numel] : ranges) {
       if (offset > at) {
-        const Tensor gap = host_grads_[g].narrow(0, at, offset - at);
+        const Tensor gap = grads[g].narrow(0, at, offset - at);
         worker_->post([this, g, at, gap] { optimizer_->step_slice(g, at, gap); });
       }
       at = std::max(at, offset + numel);
     }
   }
   worker_->drain();
-  for (size_t g = 0; g < shards_.size(); ++g) shards_[g].set_grad(host_grads_[g]);
-  host_grads_.clear();
+  for (size_t g = 0; g < shards_.size(); ++g) shards_[g].set_grad(grads[g]);
   overlapping_ = false;
   stepped_ = true;
 }

@@ -43,8 +43,9 @@
 //
 // Offload (ZeroOptions::offload, ZeRO-Offload): the f32 master shards, their gradients and the
 // optimizer state live in host memory (offload.h) and adam / adamw steps them there with the CPU
-// Adam; the model's parameters (stage 3: its compute shards) stay on the device. After the
-// reduction each shard's gradient moves to the host; gather_parameters() rounds the updated
+// Adam; the model's parameters (stage 3: its compute shards) stay on the device. Each reduced range
+// of a shard's gradient moves to the host as its bucket completes (stage 1: after the all-reduce),
+// so the device never holds the whole shard gradient; gather_parameters() rounds the updated
 // masters to the parameters' dtype on the host and copies them to the device, where stages 1 and 2
 // all-gather them and stage 3 keeps them as its compute shards. The device then holds no master
 // and no optimizer state (stage 3 f32: its compute shard is a device copy of the master); the
@@ -230,11 +231,11 @@ class ShardedOptimizer {
   // offload moves 16-bit bytes).
   Tensor compute_shard(size_t g) const;
   std::vector<Tensor> compute_shards() const;
-  // The overlapped step: the reduced range [offset, offset + grad.numel()) of group g's shard
-  // goes to the host and its update to the worker; the step's first range begins it.
+  // The overlapped step: the update of the reduced range [offset, offset + grad.numel()) of group
+  // g's shard goes to the worker; the step's first range begins it.
   void step_range(size_t g, int64_t offset, const Tensor& grad);
   void begin_overlapped_step();
-  void finish_overlapped_step();
+  void finish_overlapped_step(const std::vector<Tensor>& grads);
 
   NamedParams params_;
   std::vector<Tensor> tensors_;  // params_[i].second
@@ -250,9 +251,8 @@ class ShardedOptimizer {
   std::unique_ptr<DataParallel> dp_;                // stage 1
   std::shared_ptr<detail::Stage2Reducer> reducer_;  // stages 2 and 3
   std::unique_ptr<Stage3Params> params3_;           // stage 3
-  // Overlapped step: the worker, each group's host gradient and the ranges already posted.
+  // Overlapped step: the worker and the ranges already posted.
   std::unique_ptr<StepWorker> worker_;
-  std::vector<Tensor> host_grads_;
   std::vector<std::vector<std::pair<int64_t, int64_t>>> posted_;  // (offset, numel) per group
   bool overlapping_ = false;  // a step's ranges are being posted
   bool stepped_ = false;      // finish_gradient_sync() took the step

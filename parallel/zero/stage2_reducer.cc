@@ -12,12 +12,14 @@ constexpr size_t kMaxInFlight = 2;  // buckets reducing while backward goes on
 
 Stage2Reducer::Stage2Reducer(std::shared_ptr<Communicator> c, const ZeroPlan& plan,
                              std::vector<Tensor> params, std::vector<std::string> names,
-                             std::vector<DType> group_dtypes, int64_t cap_bytes)
+                             std::vector<DType> group_dtypes, int64_t cap_bytes,
+                             Device shard_device)
     : comm(std::move(c)),
       params_(std::move(params)),
       names_(std::move(names)),
       group_dtypes_(std::move(group_dtypes)),
-      rank_(comm->rank()) {
+      rank_(comm->rank()),
+      shard_device_(shard_device) {
   std::vector<int64_t> itemsizes;
   for (size_t g = 0; g < plan.groups.size(); ++g) {
     itemsizes.push_back(int64_t(dtype_size(group_dtypes_[g])));
@@ -111,7 +113,7 @@ void Stage2Reducer::complete(size_t b) {
   if (shard_grads_.empty()) {
     for (size_t g = 0; g < shard_numel_.size(); ++g)
       shard_grads_.push_back(
-          zeros({shard_numel_[g]}, {.dtype = DType::f32, .device = buffers_[b].device()}));
+          zeros({shard_numel_[g]}, {.dtype = DType::f32, .device = shard_device_}));
   }
   for (const ReducePart& part : k.parts) {
     if (part.owner != rank_) continue;
@@ -152,7 +154,7 @@ std::vector<Tensor> Stage2Reducer::finish() {
   if (shard_grads_.empty()) {  // no bucket at all: every parameter is empty
     for (size_t g = 0; g < shard_numel_.size(); ++g)
       shard_grads_.push_back(
-          zeros({shard_numel_[g]}, {.dtype = DType::f32, .device = comm->device()}));
+          zeros({shard_numel_[g]}, {.dtype = DType::f32, .device = shard_device_}));
   }
   for (const Tensor& p : params_) p.set_grad(Tensor());
   std::vector<Tensor> out = std::move(shard_grads_);

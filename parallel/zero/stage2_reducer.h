@@ -15,15 +15,17 @@
 namespace tessera::parallel::zero::detail {
 
 struct Stage2Reducer {
+  // The shard gradients accumulate on `shard_device`: the communicator's device, or the host under
+  // offload, so a reduced range leaves the device as soon as its bucket completes.
   Stage2Reducer(std::shared_ptr<Communicator> comm, const ZeroPlan& plan,
                 std::vector<Tensor> params, std::vector<std::string> names,
-                std::vector<DType> group_dtypes, int64_t cap_bytes);
+                std::vector<DType> group_dtypes, int64_t cap_bytes, Device shard_device);
 
   // The hook body: parameter p's gradient arrived (ignored under no_sync).
   void on_grad_ready(size_t p);
   // Starts what has not started (gradients that never arrived count as their .grad() or zeros),
-  // waits for all; returns each group's shard gradient (f32, zero padding). Leaves every model
-  // parameter without a gradient.
+  // waits for all; returns each group's shard gradient (f32 on the shard device, zero padding).
+  // Leaves every model parameter without a gradient.
   std::vector<Tensor> finish();
 
   std::shared_ptr<Communicator> comm;
@@ -51,6 +53,7 @@ struct Stage2Reducer {
   std::vector<int64_t> offset_;       // per parameter: its flat offset in its group
   std::vector<int64_t> bucket_of_;    // per parameter; -1 for empty ones
   int rank_ = 0;
+  Device shard_device_;
 
   // One synced step.
   std::vector<bool> ready_;

@@ -25,10 +25,12 @@
 #include "optim/optimizer.h"
 #include "parallel/comm/mpi_runtime.h"
 #include "parallel/zero/offload.h"
+#include "parallel/zero/param_placement.h"
 #include "tools/bench/bench_args.h"
 #include "tools/bench/commands.h"
 #include "tools/bench/system_info.h"
 #include "tools/bench/table.h"
+#include "tools/bench/zero_limit.h"
 #include "tools/bench/zero_plan.h"
 
 namespace tessera::bench {
@@ -36,7 +38,7 @@ namespace tessera::bench {
 const char* const kZeroUsage =
     "usage: mpirun -np N bench zero [--model PRESET] [--d-model C] [--layers L] [--heads H]\n"
     "                  [--vocab V] [--batch B] [--seq T] [--precision f32|bf16|both]\n"
-    "                  [--repeats N] [--threads N]\n"
+    "                  [--repeats N] [--threads N] [--device-limit SIZE [--max-layers N]]\n"
     "  ZeRO stages 0-3 of the trainer's update engine on the N data ranks, for a GPT in f32\n"
     "  (AdamW) and bf16 with f32 masters: model-state bytes per rank (parameters, gradients held\n"
     "  after the step's reduction, optimizer states, masters; the allocator's counters) beside\n"
@@ -52,7 +54,11 @@ const char* const kZeroUsage =
     "  --precision P   f32, bf16 or both (default both)\n"
     "  --repeats N     timed steps after the measured first step; the median is reported\n"
     "                  (default 3)\n"
-    "  --threads N     CPU threads per rank (default: the cores divided among the ranks)\n";
+    "  --threads N     CPU threads per rank (default: the cores divided among the ranks)\n"
+    "  --device-limit SIZE  instead: the largest GPT (layers grown at the given width) whose\n"
+    "                  f32 step keeps the device under SIZE (\"1G\", \"512M\"), ZeRO stage 3\n"
+    "                  against stage 3 with offload and offload_params, each size trained\n"
+    "  --max-layers N  the search's largest layer count (default 1024)\n";
 
 namespace {
 
@@ -67,6 +73,8 @@ struct Args {
   std::vector<ZeroPrecision> precisions = {ZeroPrecision::f32, ZeroPrecision::bf16};
   int repeats = 3;
   int threads = 0;
+  int64_t device_limit = 0;  // --device-limit: the search instead of the tables
+  int64_t max_layers = 1024;
 };
 
 gpt::GPTConfig default_config() {
@@ -114,6 +122,15 @@ Args parse_args(const std::vector<std::string>& argv) {
       a.repeats = int(parse_int(flag, args.value(), 1, 1000));
     else if (flag == "--threads")
       a.threads = int(parse_int(flag, args.value(), 1, 4096));
+    else if (flag == "--max-layers")
+      a.max_layers = parse_int(flag, args.value(), 1, 1 << 16);
+    else if (flag == "--device-limit") {
+      try {
+        a.device_limit = parallel::zero::parse_bytes(args.value(), "--device-limit");
+      } catch (const ValueError& e) {
+        throw UsageError(e.what());
+      }
+    }
     else if (flag == "--precision") {
       const std::string p = args.value();
       if (p == "f32")
@@ -387,6 +404,15 @@ int bench_zero(const std::shared_ptr<Communicator>& world, const Args& a) {
   if (world->rank() == 0) {
     std::printf("# tessera bench zero: %d ranks, %s, %u hardware threads, load average %s\n", n,
                 cpu_model().c_str(), std::thread::hardware_concurrency(), load_average().c_str());
+  }
+  if (a.device_limit > 0) {
+    print_largest_under_limit({.config = a.config,
+                               .batch = a.batch,
+                               .seq = a.seq,
+                               .device_limit = a.device_limit,
+                               .max_layers = a.max_layers},
+                              world);
+    return 0;
   }
   Table table({"precision", "stage", "N", "params B/Psi", "grads B/Psi", "states B/Psi",
                "masters B/Psi", "buffers B/Psi", "model state/rank (MB)", "ZeRO formula",
