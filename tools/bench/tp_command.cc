@@ -141,6 +141,7 @@ struct SectionNotes {
   std::string replicated;  // which parameters the 1D twins replicate
   std::string state;       // what the step's peak holds
   std::string extra;       // what the 1D plan's non-activation traffic is ("" when none)
+  std::string edges;       // what the section moves outside its blocks ("" when nothing)
 };
 
 // Why each mode has no row in a section ("" for those measured).
@@ -167,12 +168,12 @@ void print_gap(const SchemeRun& run, const VolumePlan& doc, const SectionNotes& 
   }
   const int64_t param = run.plan.param_sent_bytes, act = run.plan.sent_bytes - param;
   std::printf(
-      " Of the predicted %lld bytes%s, %lld (%.0f%%) are parameter blocks and their gradients "
+      " Of the predicted %lld bytes, %lld (%.0f%%) are parameter blocks and their gradients "
       "(broadcast, gathered, reduced and scattered weights and biases, LayerNorm parameters%s): "
       "they do not scale with B x T, the documentation prices activations only. The other %lld "
-      "are activation blocks and LayerNorm statistics (%.2fx the formula):",
-      static_cast<long long>(run.plan.sent_bytes), run.plan.complete ? "" : " (the blocks)",
-      static_cast<long long>(param), run.plan.sent_bytes ? 100.0 * param / run.plan.sent_bytes : 0,
+      "are activation blocks and LayerNorm (and loss) statistics (%.2fx the formula):",
+      static_cast<long long>(run.plan.sent_bytes), static_cast<long long>(param),
+      run.plan.sent_bytes ? 100.0 * param / run.plan.sent_bytes : 0,
       run.layout.depth > 1 ? ", the depth group's gradient sums" : "", static_cast<long long>(act),
       formula > 0 ? act / formula : 0.0);
   if (run.layout.mode == "3d") {
@@ -187,10 +188,11 @@ void print_gap(const SchemeRun& run, const VolumePlan& doc, const SectionNotes& 
         "a non-root sends (q-1) partial blocks per q-step reduce), over 4 Linears and 2 "
         "LayerNorms per block where the formula counts k = 4 exchanges.");
   }
+  if (!notes.edges.empty()) std::printf(" %s", notes.edges.c_str());
   if (!run.plan.complete)
     std::printf(
-        " Not predicted: %lld bytes for the embeddings, the LM head and the loss "
-        "(measured - predicted blocks).",
+        " Not modelled: this GPT's blocks are not plan_block's (biases, MLP 4C); %lld bytes "
+        "measured - predicted.",
         static_cast<long long>(got - run.plan.sent_bytes));
   std::printf("\n");
 }
@@ -239,7 +241,7 @@ void print_section(const std::string& title, const TpMeasured& serial,
     if (run != runs.end()) {
       const VolumePlan& plan = run->second.plan;
       const std::string predicted =
-          std::to_string(plan.sent_bytes) + (plan.complete ? "" : " (blocks)");
+          std::to_string(plan.sent_bytes) + (plan.complete ? "" : " (not modelled)");
       for (auto& c : cells(run->second.m, describe_calls(run->second.m.forward, run->second.m.step),
                            predicted, factor, formula))
         row.push_back(c);
@@ -282,7 +284,7 @@ void print_section(const std::string& title, const TpMeasured& serial,
     std::printf(
         "- %s prediction%s: %lld+%lld calls, %lld payload bytes, %lld bytes sent per rank; "
         "measured %lld calls, %lld payload bytes, %lld sent: %s.\n",
-        mode.c_str(), run.plan.complete ? "" : " (the blocks only)",
+        mode.c_str(), run.plan.complete ? "" : " (a GPT plan_block does not model)",
         static_cast<long long>(run.plan.forward_calls),
         static_cast<long long>(run.plan.backward_calls),
         static_cast<long long>(run.plan.payload_bytes), static_cast<long long>(run.plan.sent_bytes),
@@ -290,7 +292,18 @@ void print_section(const std::string& title, const TpMeasured& serial,
         static_cast<long long>(got.bytes_sent),
         match               ? "equal"
         : run.plan.complete ? "MISMATCH"
-                            : "the rest is the model's edges");
+                            : "not modelled");
+    if (run.plan.uncounted_calls > 0) {
+      std::printf(
+          "- %s besides: %lld calls, %lld payload bytes, %lld bytes sent per rank on a group "
+          "no counter of the layout reads (the vocab-parallel loss's row statistics, B/q x T "
+          "floats (max) and 2 B/q x T (sum-exp, target logit), all-reduced over the (j, k) plane "
+          "of q^2 ranks that VocabParallelLMHead3D splits off itself): predicted only, in neither "
+          "sent/rank nor predicted.\n",
+          mode.c_str(), static_cast<long long>(run.plan.uncounted_calls),
+          static_cast<long long>(run.plan.uncounted_payload_bytes),
+          static_cast<long long>(run.plan.uncounted_sent_bytes));
+    }
     print_gap(run, doc, notes);
     std::printf(
         "- %s params/rank %s MB = sharded %s MB (serial / P = %s MB) + replicated %s MB%s.\n",
@@ -382,7 +395,8 @@ int bench_tp(const std::shared_ptr<Communicator>& world, const Args& a) {
                         a.shape.heads, " heads, MLP 4C"),
                 {.replicated = "LayerNorms, row-parallel biases",
                  .state = "weights, gradients, input, activations",
-                 .extra = ""},
+                 .extra = "",
+                 .edges = ""},
                 [&](const nn::BuildContext& b) { return measure_tp_block(a.shape, b); });
   }
   if (a.step) {
@@ -398,7 +412,12 @@ int bench_tp(const std::shared_ptr<Communicator>& world, const Args& a) {
                 {.replicated = "LayerNorms, row-parallel biases, positions",
                  .state = "weights, gradients, AdamW state, activations",
                  .extra = "the vocab-parallel cross-entropy's row statistics (max, then sum-exp "
-                          "and target logit: 3 x B x T floats)"},
+                          "and target logit: 3 x B x T floats)",
+                 .edges = "Outside the blocks the step adds the GPT's edges (tp_plan.h, "
+                          "plan_gpt_edges): the vocab-parallel token embedding's partial rows, "
+                          "the position table's columns, ln_f, the tied LM head's product (SUMMA "
+                          "under 2D / 2.5D, a Linear3D C -> V under 3D), the loss's statistics, "
+                          "and under 2.5D the embedding tables' depth gradient sums."},
                 [&](const nn::BuildContext& b) { return measure_tp_step(a.shape, config, b); });
   }
   return 0;

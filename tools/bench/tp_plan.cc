@@ -1,4 +1,4 @@
-// Scheme layouts, documentation factors and 1D volume predictions (see tp_plan.h).
+// Scheme layouts, documentation factors and volume predictions per scheme (see tp_plan.h).
 #include "tools/bench/tp_plan.h"
 
 #include <utility>
@@ -89,15 +89,15 @@ void layer_norm_2d(VolumePlan& plan, int q, int d, int64_t n, int64_t c) {
   }
 }
 
-// Linear3D (in -> out, bias) on n rows per rank of a q^3 cube.
-void linear_3d(VolumePlan& plan, int q, int64_t n, int64_t in, int64_t out) {
+// Linear3D (in -> out, with or without a bias) on n rows per rank of a q^3 cube.
+void linear_3d(VolumePlan& plan, int q, int64_t n, int64_t in, int64_t out, bool bias = true) {
   const int64_t x = n * in / q * kF32, w = out / q * in / q * kF32, y = n * out / q * kF32;
   const int64_t b = out / (q * q) * kF32;
   for (bool backward : {kFwd, kBwd}) {
     gather_or_scatter(plan, backward, q, x, kAct);  // forward all-gather, backward dX scatter
     gather_or_scatter(plan, backward, q, y, kAct);  // forward scatter, backward dY all-gather
     gather_or_scatter(plan, backward, q, w, kParam);
-    gather_or_scatter(plan, backward, q, b, kParam);
+    if (bias) gather_or_scatter(plan, backward, q, b, kParam);
   }
 }
 
@@ -109,6 +109,133 @@ void layer_norm_3d(VolumePlan& plan, int q, int64_t n, int64_t c) {
       gather_or_scatter(plan, backward, q, c / (q * q) * kF32, kParam);
     }
   }
+}
+
+// `times` copies of `part` added to `plan` (activation_bytes and complete: plan's, and both).
+void accumulate(VolumePlan& plan, const VolumePlan& part, int64_t times) {
+  plan.exchanges += times * part.exchanges;
+  plan.forward_calls += times * part.forward_calls;
+  plan.backward_calls += times * part.backward_calls;
+  plan.payload_bytes += times * part.payload_bytes;
+  plan.sent_bytes += times * part.sent_bytes;
+  plan.extra_payload_bytes += times * part.extra_payload_bytes;
+  plan.extra_sent_bytes += times * part.extra_sent_bytes;
+  plan.param_sent_bytes += times * part.param_sent_bytes;
+  plan.uncounted_calls += times * part.uncounted_calls;
+  plan.uncounted_payload_bytes += times * part.uncounted_payload_bytes;
+  plan.uncounted_sent_bytes += times * part.uncounted_sent_bytes;
+  plan.complete = plan.complete && part.complete;
+}
+
+// 1D edges (P ranks, A = B T C floats): the vocab-parallel token embedding's all-reduce of A
+// forward, the LM head's copy_to_region (its input gradient, A) backward, the cross-entropy's row
+// statistics forward: B T floats (max), then 2 B T (sum-exp, target logit). The positions and
+// ln_f are replicated and move nothing.
+void gpt_edges_1d(VolumePlan& plan, int64_t batch, int64_t seq, int64_t c, int p) {
+  if (p <= 1) return;  // serial edges move nothing
+  const int64_t rows = batch * seq;
+  plan.forward_calls += 1 + 2;
+  plan.backward_calls += 1;
+  add_all_reduces(plan, 2, rows * c, p, /*activation=*/true);
+  add_all_reduces(plan, 1, rows, p, /*activation=*/false);
+  add_all_reduces(plan, 1, 2 * rows, p, /*activation=*/false);
+}
+
+// 2D / 2.5D edges on the q x q grid of depth d (models/nn/parallel/vocab_2d.h, layer_norm_2d.h,
+// parallel/tensor/vocab_cross_entropy_2d.h). n = B / (d q) x T rows per rank, V' = V padded to a
+// multiple of q^2, L = context_length; bytes of f32 ("sent": this rank's, as the counters count).
+//   token embedding  each depth layer looks up its B / d sequences, (B / d, T, C / q) partial rows,
+//                    reduce-scattered over the column group forward and all-gathered backward:
+//                    2 x (q-1)/q x 4 B/d T C/q sent
+//   positions        the whole table's columns (L, C / q^2), all-gathered over the column group
+//                    to (L, C / q) forward and reduce-scattered backward: 2 x (q-1)/q x 4 L C/q
+//                    (the table, whatever T is)
+//   ln_f             one LayerNorm2D on n rows (as a block's)
+//   LM head          summa_abt(x, W) with W's block w = 4 V'/q x C/q bytes, the logits' block
+//                    l = 4 n V'/q bytes: forward column q broadcasts of w (w sent), row q reduces
+//                    of l ((q-1) l); backward dX = summa_ab(dY, W): row broadcasts of l (l), column
+//                    broadcasts of w (w); dW = summa_atb(dY, X): row broadcasts of l (l), column
+//                    reduces of w ((q-1) w). In all forward w + (q-1) l, backward 2 l + q w
+//   cross-entropy    row all-reduces of n floats (max) and 2n (sum-exp, target logit), 2 (q-1)/q
+//                    x 4 x 3n sent; then the chunk sums, one float over the batch group of d q
+//                    ranks: floor(2 (dq-1)/(dq) x 4)
+//   2.5D (d > 1)     backward, over the depth group: the token table's block gradient w twice
+//                    (the lookup and the head each take depth_replica of it, tied or not) and the
+//                    position shard's 4 L C/q^2: 2 (d-1)/d of each
+void gpt_edges_2d(VolumePlan& plan, const SchemeLayout& s, const gpt::GPTConfig& config,
+                  int64_t batch, int64_t seq) {
+  const int q = s.q, d = s.depth;
+  const int64_t c = config.d_model, v = config.vocab_size, len = config.context_length;
+  const int64_t n = batch / (int64_t(d) * q) * seq;
+  const int64_t v_pad = (v + int64_t(q) * q - 1) / (int64_t(q) * q) * (int64_t(q) * q);
+  const int64_t lookup = batch / d * seq * (c / q) * kF32;  // (B / d, T, C / q)
+  gather_or_scatter(plan, kFwd, q, lookup, kAct);
+  gather_or_scatter(plan, kBwd, q, lookup, kAct);
+  const int64_t positions = len * (c / q) * kF32;  // (L, C / q)
+  gather_or_scatter(plan, kFwd, q, positions, kParam);
+  gather_or_scatter(plan, kBwd, q, positions, kParam);
+  layer_norm_2d(plan, q, d, n, c);
+  const int64_t w = v_pad / q * (c / q) * kF32, logits = n * (v_pad / q) * kF32;
+  broadcast_steps(plan, kFwd, q, w, kParam);
+  reduce_steps(plan, kFwd, q, logits, kAct);
+  broadcast_steps(plan, kBwd, q, logits, kAct);  // dX = dY W: dY along the row
+  broadcast_steps(plan, kBwd, q, w, kParam);     // and W along the column
+  broadcast_steps(plan, kBwd, q, logits, kAct);  // dW = dY^T X: dY along the row
+  reduce_steps(plan, kBwd, q, w, kParam);        // summed along the column
+  all_reduce(plan, kFwd, q, n * kF32, kAct);
+  all_reduce(plan, kFwd, q, 2 * n * kF32, kAct);
+  all_reduce(plan, kFwd, d * q, kF32, kAct);
+  if (d > 1) {
+    all_reduce(plan, kBwd, d, w, kParam);  // the lookup's depth_replica
+    all_reduce(plan, kBwd, d, w, kParam);  // the head's
+    all_reduce(plan, kBwd, d, len * (c / q / q) * kF32, kParam);
+  }
+}
+
+// A collective on a group no counter of the context reads: predicted, kept out of sent_bytes.
+void uncounted_all_reduce(VolumePlan& plan, int p, int64_t payload) {
+  plan.uncounted_calls += 1;
+  plan.uncounted_payload_bytes += payload;
+  plan.uncounted_sent_bytes += ring_all_reduce_bytes(payload, p);
+}
+
+// 3D edges on the q^3 cube (models/nn/parallel/vocab_3d.h, layer_norm_3d.h,
+// parallel/tensor/matmul_3d.h, vocab_cross_entropy_3d.h), every group q ranks. n = B / q x T rows
+// per rank, L = context_length; bytes of f32.
+//   token embedding  every rank looks up the whole batch's B T ids in its table piece: the partial
+//                    rows (B, T, C / q^2) all-reduced over the input group forward and backward
+//                    (2 x 2 (q-1)/q x 4 B T C/q^2), then all-gathered over the weight group to
+//                    (B, T, C / q) forward and reduce-scattered backward (2 x (q-1)/q x 4 B T C/q);
+//                    the rank keeps its batch chunk (B / q) of that, so both collectives carry q
+//                    times the rows the rank needs (the layer's choice, priced as it is)
+//   positions        the table's columns (L, C / q^3) all-gathered over the weight group to
+//                    (L, C / q^2) forward, reduce-scattered backward: 2 x (q-1)/q x 4 L C/q^2
+//   ln_f             one LayerNorm3D on n rows (as a block's)
+//   LM head          linear_3d C -> V without a bias on n rows: x 4 n C/q, w 4 V/q x C/q,
+//                    y 4 n V/q, each gathered or scattered once each way, (q-1)/q of it
+//   cross-entropy    one float all-reduced over the weight group forward (the chunk sums), and the
+//                    row statistics (n and 2n floats) all-reduced over the (j, k) plane of q^2
+//                    ranks, a group VocabParallelLMHead3D splits off itself: no context group
+//                    counts it, so it is predicted apart (uncounted_*), 2 (q^2-1)/q^2 x 4 x 3n
+void gpt_edges_3d(VolumePlan& plan, const SchemeLayout& s, const gpt::GPTConfig& config,
+                  int64_t batch, int64_t seq) {
+  const int q = s.q;
+  const int64_t c = config.d_model, v = config.vocab_size, len = config.context_length;
+  const int64_t n = batch / q * seq, whole = batch * seq;
+  const int64_t partial = whole * (c / q / q) * kF32;  // (B, T, C / q^2)
+  all_reduce(plan, kFwd, q, partial, kAct);
+  all_reduce(plan, kBwd, q, partial, kAct);
+  const int64_t block = whole * (c / q) * kF32;  // (B, T, C / q)
+  gather_or_scatter(plan, kFwd, q, block, kAct);
+  gather_or_scatter(plan, kBwd, q, block, kAct);
+  const int64_t positions = len * (c / q / q) * kF32;  // (L, C / q^2)
+  gather_or_scatter(plan, kFwd, q, positions, kParam);
+  gather_or_scatter(plan, kBwd, q, positions, kParam);
+  layer_norm_3d(plan, q, n, c);
+  linear_3d(plan, q, n, c, v, /*bias=*/false);
+  all_reduce(plan, kFwd, q, kF32, kAct);
+  uncounted_all_reduce(plan, q * q, n * kF32);
+  uncounted_all_reduce(plan, q * q, 2 * n * kF32);
 }
 
 }  // namespace
@@ -172,16 +299,9 @@ VolumePlan plan_1d_block(int64_t batch, int64_t seq, int64_t d_model, int p) {
 
 VolumePlan plan_1d_gpt_step(const gpt::GPTConfig& config, int64_t batch, int64_t seq, int p) {
   VolumePlan plan;
-  const int64_t a = batch * seq * config.d_model, rows = batch * seq, layers = config.n_layers;
-  plan.activation_bytes = a * kF32;
-  if (p <= 1) return plan;
-  // Forward: embedding, 2 per block, then the cross-entropy's max and (sum-exp, target logit).
-  plan.forward_calls = 1 + 2 * layers + 2;
-  // Backward: 2 per block, the LM head's copy_to_region (its input gradient).
-  plan.backward_calls = 2 * layers + 1;
-  add_all_reduces(plan, 1 + 2 * layers + 2 * layers + 1, a, p, /*activation=*/true);
-  add_all_reduces(plan, 1, rows, p, /*activation=*/false);
-  add_all_reduces(plan, 1, 2 * rows, p, /*activation=*/false);
+  plan.activation_bytes = batch * seq * config.d_model * kF32;
+  accumulate(plan, plan_1d_block(batch, seq, config.d_model, p), config.n_layers);
+  gpt_edges_1d(plan, batch, seq, config.d_model, p);
   return plan;
 }
 
@@ -233,19 +353,31 @@ VolumePlan plan_block(const SchemeLayout& s, int64_t batch, int64_t seq, int64_t
   return plan;
 }
 
+VolumePlan plan_gpt_edges(const SchemeLayout& s, const gpt::GPTConfig& config, int64_t batch,
+                          int64_t seq) {
+  TS_CHECK(s.fits, "bench tp", "no volume prediction for ", s.mode, " on ", s.layout);
+  VolumePlan plan;
+  plan.activation_bytes = batch * seq * config.d_model * kF32;
+  if (s.mode == "1d") {
+    gpt_edges_1d(plan, batch, seq, config.d_model, s.q);
+    return plan;  // its two activation all-reduces count in exchanges through add_all_reduces
+  }
+  plan.exchanges = 2;  // the 1D count the documentation's formula is priced at
+  if (s.mode == "3d")
+    gpt_edges_3d(plan, s, config, batch, seq);
+  else
+    gpt_edges_2d(plan, s, config, batch, seq);
+  return plan;
+}
+
 VolumePlan plan_gpt_step(const SchemeLayout& s, const gpt::GPTConfig& config, int64_t batch,
                          int64_t seq) {
   if (s.mode == "1d") return plan_1d_gpt_step(config, batch, seq, s.q);
-  const VolumePlan block = plan_block(s, batch, seq, config.d_model);
-  VolumePlan plan = block;
-  const int64_t layers = config.n_layers;
-  plan.exchanges = 1 + 4 * layers + 1;
-  plan.forward_calls = layers * block.forward_calls;
-  plan.backward_calls = layers * block.backward_calls;
-  plan.payload_bytes = layers * block.payload_bytes;
-  plan.sent_bytes = layers * block.sent_bytes;
-  plan.param_sent_bytes = layers * block.param_sent_bytes;
-  plan.complete = false;
+  VolumePlan plan = plan_gpt_edges(s, config, batch, seq);
+  accumulate(plan, plan_block(s, batch, seq, config.d_model), config.n_layers);
+  // plan_block's block has biases and an MLP of 4C; another GPT's blocks move other bytes.
+  const int64_t hidden = config.mlp_hidden > 0 ? config.mlp_hidden : 4 * config.d_model;
+  plan.complete = config.bias && hidden == 4 * config.d_model;
   return plan;
 }
 

@@ -1,6 +1,6 @@
 // `bench tp`'s arithmetic, MPI-free: how P ranks lay out under each tensor-parallel scheme, whether
 // a shape splits under it, the Colossal-AI documentation's bandwidth factor per scheme, and the
-// bytes each scheme moves per rank for a transformer block (and 1D for a GPT training step),
+// bytes each scheme moves per rank for a transformer block and for a GPT training step,
 // counted the way the communicators count them (parallel/comm/comm_types.h: a ring all-reduce
 // sends and receives floor(2 (P-1) / P x payload) per call, an all-gather or reduce-scatter
 // floor((P-1) / P x payload); a broadcast's root sends the payload, a reduce's non-roots send it).
@@ -59,8 +59,12 @@ struct VolumePlan {
   // Of sent_bytes, parameter blocks and their gradients (2D, 2.5D, 3D move weights; 1D never):
   // their size does not scale with B x T, which the documentation's activation factor assumes.
   int64_t param_sent_bytes = 0;
-  // False when only the blocks are predicted (a 2D / 2.5D / 3D GPT step: its embeddings, LM head
-  // and loss are measured, not predicted).
+  // Collectives the layers issue on a group that no counter of the layout reads (3D: the loss's
+  // row statistics on the (j, k) plane group VocabParallelLMHead3D splits off itself). Predicted
+  // beside the others and kept out of the counts above, which are what the counters can show.
+  int64_t uncounted_calls = 0, uncounted_payload_bytes = 0, uncounted_sent_bytes = 0;
+  // False when the plan does not model the section (a GPT whose blocks have no biases or an MLP
+  // other than 4C under 2D / 2.5D / 3D: plan_block's Linears are the 4C ones with biases).
   bool complete = true;
 };
 
@@ -94,8 +98,34 @@ VolumePlan plan_1d_gpt_step(const gpt::GPTConfig& config, int64_t batch, int64_t
 // bytes counts q calls, q s payload and s sent (the root's step); q reduce steps, (q - 1) s sent.
 // The tests pinning each layer's volume: tests/models/nn/parallel/tp_2d_ranks.cc, tp_3d_ranks.cc.
 VolumePlan plan_block(const SchemeLayout& layout, int64_t batch, int64_t seq, int64_t d_model);
-// A GPT training step under any fitting layout: plan_1d_gpt_step for 1D; otherwise n_layers x
-// plan_block, complete = false (the model's edges are measured only).
+// What a GPT step moves outside its blocks (the token and position embeddings, ln_f, the tied
+// vocab-parallel LM head and the vocab-parallel cross-entropy), forward + backward, exchanges 2
+// (the 1D count). With n rows per rank (2D / 2.5D B / (d q) x T, 3D B / q x T), L = context_length,
+// V' = V padded to a multiple of q^2, every byte f32 and "x (q-1)/q" what a gather or scatter of q
+// ranks sends (tp_plan.cc spells out each term and the layer it comes from):
+//   1D    all-reduces of A (embedding forward, head input gradient backward), of B T and 2 B T
+//         floats (loss statistics forward)
+//   2D    embedding  reduce-scatter + all-gather of 4 B T C/q             x (q-1)/q each
+//         positions  all-gather + reduce-scatter of 4 L C/q               x (q-1)/q each
+//         ln_f       one LayerNorm2D on n rows (as plan_block's)
+//         LM head    (q+1) x 4 n V'/q (logit blocks) + (q+1) x 4 V'/q C/q (weight blocks)
+//         loss       row all-reduces of 4 n and 8 n bytes, 4 bytes over the d q batch group
+//   2.5D  2D's with B / d rows per depth layer (embedding: 4 B/d T C/q), plus over the depth
+//         group backward all-reduces of the token table's block 4 V'/q C/q twice (lookup and
+//         head) and of the position shard 4 L C/q^2
+//   3D    embedding  all-reduce of 4 B T C/q^2 forward and backward over the input group,
+//                    all-gather + reduce-scatter of 4 B T C/q over the weight group x (q-1)/q
+//         positions  all-gather + reduce-scatter of 4 L C/q^2             x (q-1)/q each
+//         ln_f       one LayerNorm3D on n rows
+//         LM head    one Linear3D C -> V without a bias on n rows (as plan_block's)
+//         loss       4 bytes all-reduced over the weight group; the row statistics (4 n, 8 n
+//                    bytes all-reduced over the q^2 plane) in uncounted_*
+// Throws tessera::ValueError unless `layout` fits.
+VolumePlan plan_gpt_edges(const SchemeLayout& layout, const gpt::GPTConfig& config, int64_t batch,
+                          int64_t seq);
+// A GPT training step under any fitting layout: n_layers x the block plus plan_gpt_edges (1D:
+// plan_1d_gpt_step). The optimizer moves nothing. complete = false where plan_block does not model
+// the config's blocks (2D / 2.5D / 3D without biases or with an MLP other than 4C).
 VolumePlan plan_gpt_step(const SchemeLayout& layout, const gpt::GPTConfig& config, int64_t batch,
                          int64_t seq);
 
