@@ -10,7 +10,6 @@
 // (N + 1 = 10): on 2 ranks and as data 2 x sequence 2 with dropout on and off; on 4 ranks padded
 // to 12 tokens (masked keys), where dropout is refused naming the numbers. A failure aborts the
 // job.
-#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -24,32 +23,17 @@
 #include "models/vit/vit.h"
 #include "parallel/comm/mpi_runtime.h"
 #include "parallel/mesh/parallel_context.h"
+#include "tests/models/nn/parallel/twin_checks.h"
+#include "tests/models/nn/parallel/twin_fixture.h"
+#include "tests/models/nn/parallel/twin_models.h"
 #include "tests/parallel/rank_check.h"
 
 using namespace tessera;
 using parallel::ParallelContext;
 
+using namespace parallel::testing;  // the twin fixture (twin_*.h) and RANK_CHECK's counter
+
 namespace {
-
-constexpr double kTol = 1e-5;
-
-// max |a - b| / max |b|.
-double rel_error(const Tensor& a, const Tensor& b) {
-  RANK_CHECK(a.defined() && a.shape() == b.shape(), "shapes ",
-             a.defined() ? shape_str(a.shape()) : "undefined", " vs ", shape_str(b.shape()));
-  const Tensor x = a.to(DType::f32).contiguous(), y = b.to(DType::f32).contiguous();
-  double diff = 0, scale = 1e-30;
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    diff = std::fmax(diff, std::fabs(double(x.data<float>()[i]) - double(y.data<float>()[i])));
-    scale = std::fmax(scale, std::fabs(double(y.data<float>()[i])));
-  }
-  return diff / scale;
-}
-
-void check_close(const Tensor& got, const Tensor& want, const std::string& what) {
-  const double e = rel_error(got, want);
-  RANK_CHECK(e <= kTol, what, ": relative error ", e);
-}
 
 // The mean over the sequence group of t (a copy).
 Tensor group_mean(const Tensor& t, const ParallelContext& ctx) {
@@ -81,113 +65,73 @@ Tensor rows_of(const Tensor& full, const ParallelContext& ctx) {
   return full.narrow(1, r * n, n).contiguous();
 }
 
-bert::BertConfig tiny_bert(double dropout) {
-  bert::BertConfig c;
-  c.vocab_size = 37;
-  c.max_positions = 16;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.d_model = 16;
-  c.mlp_hidden = 32;
-  c.dropout = dropout;
-  c.attn_dropout = dropout;
-  c.num_labels = 3;
-  return c;
-}
-
 void check_bert(const ParallelContext& ctx, double dropout, bool token_types) {
   const std::string what =
       str_cat("BERT ", ctx.config().sequence_mode, " dropout ", dropout,
               token_types ? " token types" : "", " on S = ", ctx.sequence_group()->size());
-  const bert::BertConfig c = tiny_bert(dropout);
-  Generator g_serial(7), g_twin(7);
-  bert::Bert serial(c, g_serial);
-  bert::Bert twin(c, nn::BuildContext(g_twin, &ctx));
-  RANK_CHECK(twin.sequence_shard().on(), what, ": the twin is not sequence parallel");
-  Generator data(11);
+  const bert::BertConfig c{.vocab_size = 37,
+                           .max_positions = 16,
+                           .n_layers = 2,
+                           .n_heads = 4,
+                           .d_model = 16,
+                           .mlp_hidden = 32,
+                           .dropout = dropout,
+                           .attn_dropout = dropout,
+                           .num_labels = 3};
+  const auto [serial, twin] = make_twins_of<bert::Bert>(ctx, 7, what, c);
+  RANK_CHECK(twin->sequence_shard().on(), what, ": the twin is not sequence parallel");
   const int64_t b = 3, t = 16;
-  Tensor ids = randint(0, c.vocab_size, {b, t}, {.dtype = DType::i64}, &data);
-  Tensor types =
-      token_types ? randint(0, c.type_vocab_size, {b, t}, {.dtype = DType::i64}, &data) : Tensor();
   // Padding at the ends of two sequences: their last shards' keys are partly or wholly hidden.
-  Tensor mask = ones({b, t}, {.dtype = DType::i64});
-  mask.narrow(0, 1, 1).narrow(1, 9, t - 9).fill_(0);
-  mask.narrow(0, 2, 1).narrow(1, 4, t - 4).fill_(0);
+  auto x =
+      bert_batch(c, {.b = b, .t = t, .token_types = token_types, .pad_second = 9, .pad_last = 4});
   // Masked positions only in the first half of each row, so the last shard holds none.
-  Tensor labels = full({b, t}, -100.0, {.dtype = DType::i64});
+  x.labels = full({b, t}, -100.0, {.dtype = DType::i64});
   for (int64_t i = 0; i < b; ++i)
     for (int64_t k = i; k < t / 2; k += 2)
-      labels.narrow(0, i, 1).narrow(1, k, 1).fill_(double((i * 7 + k) % c.vocab_size));
-  Tensor classes = from_vector<int64_t>({0, 2, 1}, {b});
-  auto loss = [&](bert::Bert& m) {
-    Tensor h = m.forward(ids, types, mask);
-    return m.mlm_loss(h, labels) + m.classification_loss(h, classes);
-  };
-  manual_seed(5);
-  Tensor want = loss(serial);
-  autograd::backward({want});
-  manual_seed(5);
-  Tensor got = loss(twin);
-  autograd::backward({got});
+      x.labels.narrow(0, i, 1).narrow(1, k, 1).fill_(double((i * 7 + k) % c.vocab_size));
+  x.classes = from_vector<int64_t>({0, 2, 1}, {b});
+  const auto [got, want] =
+      train_step(*serial, *twin, [&](bert::Bert& m) { return bert_loss(m, x); });
   check_close(group_mean(got, ctx), want, what + " loss");
-  check_grads(twin, serial, ctx, what);
-  autograd::NoGradGuard no_grad;
-  serial.eval();
-  twin.eval();
-  const Tensor hs = serial.forward(ids, types, mask), ht = twin.forward(ids, types, mask);
-  check_close(ht, rows_of(hs, ctx), what + " hidden states (this rank's rows)");
-  check_close(twin.mlm_logits(ht), rows_of(serial.mlm_logits(hs), ctx),
+  check_grads(*twin, *serial, ctx, what);
+  const auto hs = bert_eval(*serial, x), ht = bert_eval(*twin, x);
+  check_close(ht.hidden, rows_of(hs.hidden, ctx), what + " hidden states (this rank's rows)");
+  check_close(ht.mlm_logits, rows_of(hs.mlm_logits, ctx),
               what + " masked-LM logits (this rank's rows)");
-  check_close(twin.classify(ht), serial.classify(hs), what + " classification logits");
+  check_close(ht.class_logits, hs.class_logits, what + " classification logits");
 }
 
 vit::ViTConfig tiny_vit(double dropout) {
-  vit::ViTConfig c;
-  c.image_size = 12;
-  c.patch_size = 4;  // 9 patches + the class token = 10 tokens
-  c.in_channels = 3;
-  c.num_classes = 5;
-  c.n_layers = 2;
-  c.n_heads = 4;  // all_to_all on 4 ranks
-  c.d_model = 16;
-  c.dropout = dropout;
-  c.attn_dropout = dropout;
-  return c;
+  return {.image_size = 12,
+          .patch_size = 4,  // 9 patches + the class token = 10 tokens
+          .in_channels = 3,
+          .num_classes = 5,
+          .n_layers = 2,
+          .n_heads = 4,  // all_to_all on 4 ranks
+          .d_model = 16,
+          .dropout = dropout,
+          .attn_dropout = dropout};
 }
 
 void check_vit(const ParallelContext& ctx, double dropout) {
   const std::string what = str_cat("ViT ", ctx.config().sequence_mode, " dropout ", dropout,
                                    " on S = ", ctx.sequence_group()->size());
   const vit::ViTConfig c = tiny_vit(dropout);
-  Generator g_serial(7), g_twin(7);
-  vit::ViT serial(c, g_serial);
-  vit::ViT twin(c, nn::BuildContext(g_twin, &ctx));
-  Generator data(11);
-  Tensor images = randn({3, 3, 12, 12}, {}, &data);
-  Tensor labels = from_vector<int64_t>({4, 0, 2}, {3});
-  manual_seed(5);
-  Tensor want = serial.loss(images, labels);
-  autograd::backward({want});
-  manual_seed(5);
-  Tensor got = twin.loss(images, labels);
-  autograd::backward({got});
+  const auto [serial, twin] = make_twins_of<vit::ViT>(ctx, 7, what, c);
+  auto x = vit_batch(c, 3);
+  x.labels = from_vector<int64_t>({4, 0, 2}, {3});
+  const auto [got, want] =
+      train_step(*serial, *twin, [&](vit::ViT& m) { return m.loss(x.images, x.labels); });
   check_close(got, want, what + " loss on this rank");
-  check_grads(twin, serial, ctx, what);
-  autograd::NoGradGuard no_grad;
-  serial.eval();
-  twin.eval();
-  check_close(twin.forward(images), serial.forward(images), what + " logits");
+  check_grads(*twin, *serial, ctx, what);
+  check_eval_logits(*serial, *twin, x.images, what);
 }
 
 // The class token and 9 patches do not split over 4 ranks: padded to 12, refused with dropout.
 void check_vit_padded_dropout_refused(const ParallelContext& ctx) {
   Generator gen(7);
-  std::string error;
-  try {
-    vit::ViT twin(tiny_vit(0.1), nn::BuildContext(gen, &ctx));
-  } catch (const ValueError& e) {
-    error = e.what();
-  }
+  const std::string error =
+      error_of([&] { vit::ViT twin(tiny_vit(0.1), nn::BuildContext(gen, &ctx)); });
   RANK_CHECK(error.find("(num_patches + 1 = 9 + 1 = 10) does not divide by parallel.sequence 4 "
                         "and is padded to 12") != std::string::npos,
              "ViT with dropout on S = 4 gave '", error, "'");
@@ -228,7 +172,7 @@ int main(int argc, char** argv) {
           std::printf(
               "sequence models: %d BERT and ViT cases, all checks passed on %d ranks (%lld checks "
               "on rank 0)\n",
-              cases, n, static_cast<long long>(parallel::testing::checks_passed()));
+              cases, n, static_cast<long long>(checks_passed()));
         return 0;
       });
 }

@@ -26,6 +26,7 @@
 #include "parallel/tensor/summa.h"
 #include "parallel/tensor/vocab_cross_entropy_2d.h"
 #include "tests/models/nn/parallel/twin_checks.h"
+#include "tests/models/nn/parallel/twin_fixture.h"
 #include "tests/parallel/rank_check.h"
 
 using namespace tessera;
@@ -34,21 +35,9 @@ using parallel::tensor::gather_2d;
 using parallel::tensor::split_2d;
 using parallel::tensor::SummaGrid;
 
-using parallel::testing::block;
-using parallel::testing::check_close;
-using parallel::testing::check_params;
-using parallel::testing::leaf;
-using parallel::testing::on_grid;
-using parallel::testing::rel_error;
-using parallel::testing::rows_of;
-using parallel::testing::smooth;
+using namespace parallel::testing;  // the twin fixture (twin_*.h) and RANK_CHECK's counter
 
 namespace {
-
-SummaGrid grid_of(const ParallelContext& ctx) {
-  Generator unused(0);
-  return nn::BuildContext(unused, &ctx).summa_grid();
-}
 
 // Dropout with the 2D chunk: this rank's block of the serial dropout of the whole tensor, forward
 // and backward exactly, the generator advanced by the whole tensor's counters.
@@ -89,33 +78,25 @@ void check_attention(const ParallelContext& ctx, bool causal, bool masked, doubl
                                .resid_dropout = dropout,
                                .init_std = 0.3,
                                .residual_layers = 2};
-  Generator g1(7), g2(7);
-  nn::MultiHeadAttention serial(spec, g1);
-  auto twin = nn::make_attention(spec, nn::BuildContext(g2, &ctx));
+  const auto [serial, twin] = make_twins(
+      ctx, 7, what, [&](const nn::BuildContext& b) { return nn::make_attention(spec, b); });
   RANK_CHECK(twin->type_name() == "MultiHeadAttention2D" &&
                  twin->c_attn()->type_name() == "Linear2D" &&
                  twin->c_proj()->type_name() == "Linear2D",
              what, ": make_attention gave ", twin->type_name());
-  RANK_CHECK(g1.offset() == g2.offset(), what, ": generator offsets differ");
   const int64_t b = 2 * g.batch_parts(), t = 6;
   const Tensor x = smooth({b, t, spec.d_model}, 71);
-  const Tensor gy = smooth(x.shape(), 72);
   Tensor mask;
   if (masked) {
     mask = ones({b, t}, {.dtype = DType::b8});
     mask.narrow(0, 1, 1).narrow(1, 4, 2).fill_(0);
     mask.narrow(0, b - 1, 1).narrow(1, 3, 3).fill_(0);
   }
-  Tensor xs = leaf(x), xt = leaf(x);
-  manual_seed(5);
-  Tensor ys = serial.forward(xs, mask);
-  autograd::backward({sum(mul(ys, gy))});
-  manual_seed(5);
-  Tensor yt = gather_2d(twin->forward(split_2d(xt, g), mask), g);
-  check_close(yt, ys, what + " output");
-  autograd::backward({sum(mul(yt, gy))});
-  check_close(xt.grad(), xs.grad(), what + " input gradient");
-  check_params(*twin, serial, ctx, what);
+  check_pass(
+      x, [&](const Tensor& xs) { return serial->forward(xs, mask); },
+      [&](const Tensor& xt) { return gather_2d(twin->forward(split_2d(xt, g), mask), g); },
+      weighted_by(smooth(x.shape(), 72)), what);
+  check_params(*twin, *serial, ctx, what);
 }
 
 // The token table (vocab-parallel, padded vocabulary), positions and token types (hidden split),
@@ -132,28 +113,27 @@ void check_embeddings(const ParallelContext& ctx) {
         str_cat(style == nn::ParallelStyle::vocab ? "VocabParallelEmbedding2D" : "Embedding2D",
                 " (37 ids)", on_grid(g));
     const nn::EmbeddingSpec spec{.num_embeddings = 37, .dim = c, .init_std = 0.5};
-    Generator g1(8), g2(8);
-    nn::Embedding serial(spec, g1, style);
-    auto twin = nn::make_embedding(spec, nn::BuildContext(g2, &ctx), style);
+    const auto [serial, twin] = make_twins(ctx, 8, what, [&](const nn::BuildContext& b) {
+      return nn::make_embedding(spec, b, style);
+    });
     RANK_CHECK(twin->type_name() ==
                    (style == nn::ParallelStyle::vocab ? "VocabParallelEmbedding2D" : "Embedding2D"),
                what, ": make_embedding gave ", twin->type_name());
-    RANK_CHECK(g1.offset() == g2.offset(), what, ": generator offsets differ");
     // Token ids (B, T) -> the block; plus row 3 broadcast over the batch, as BERT's type 0.
     const Tensor gy = smooth({b, t, c}, 81);
-    Tensor ys = add(serial.forward(ids), serial.row(3));
+    Tensor ys = add(serial->forward(ids), serial->row(3));
     Tensor yt = add(twin->forward(ids), twin->row(3));
     check_close(gather_2d(yt, g), ys, what + " lookup");
     if (style == nn::ParallelStyle::none) {
       // Positions (T): the grid column's features, added to every row of its batch chunk.
-      const Tensor ps = serial.forward(pos), pt = twin->forward(pos);
+      const Tensor ps = serial->forward(pos), pt = twin->forward(pos);
       check_close(pt, ps.narrow(1, s * (c / q), c / q), what + " positions");
       ys = add(ys, ps);
       yt = add(yt, pt);
     }
     autograd::backward({sum(mul(ys, gy))});
     autograd::backward({sum(mul(yt, block(gy, g)))});
-    check_params(*twin, serial, ctx, what);
+    check_params(*twin, *serial, ctx, what);
   }
 }
 
@@ -181,15 +161,12 @@ void check_lm_head(const ParallelContext& ctx, bool tied, bool bias, double smoo
     p.all->register_module("head", p.head);
     return p;
   };
-  Generator g1(9), g2(9);
-  Pair serial = build(nn::BuildContext(g1)), twin = build(nn::BuildContext(g2, &ctx));
+  const auto [serial, twin] = make_twins(ctx, 9, what, build);
   RANK_CHECK(twin.head->type_name() == "VocabParallelLMHead2D", what, ": got ",
              twin.head->type_name());
-  RANK_CHECK(g1.offset() == g2.offset(), what, ": generator offsets differ");
   if (bias) {  // a nonzero bias, so its gradient and its padding show
     const auto placements = twin.head->named_placements();
-    parallel::testing::set_param(serial.head->bias(), twin.head->bias(), placements.back().second,
-                                 smooth({v}, 91));
+    set_param(serial.head->bias(), twin.head->bias(), placements.back().second, smooth({v}, 91));
   }
   Generator data(4);
   const Tensor ids = randint(0, v, {b, t}, {.dtype = DType::i64}, &data);
@@ -227,28 +204,23 @@ void check_classification_head(const ParallelContext& ctx, nn::Pooling pooling, 
                                         .norm = true,
                                         .dropout = dropout,
                                         .init_std = 0.3};
-  Generator g1(10), g2(10);
-  nn::ClassificationHead serial(spec, g1);
-  auto twin = nn::make_classification_head(spec, nn::BuildContext(g2, &ctx));
+  const auto [serial, twin] = make_twins(ctx, 10, what, [&](const nn::BuildContext& b) {
+    return nn::make_classification_head(spec, b);
+  });
   RANK_CHECK(
       twin->head()->type_name() == "Classifier2D" && twin->norm()->type_name() == "LayerNorm2D",
       what, ": got ", twin->head()->type_name(), " and ", twin->norm()->type_name());
-  RANK_CHECK(g1.offset() == g2.offset(), what, ": generator offsets differ");
   const int64_t b = 2 * g.batch_parts();
   const Tensor x = pooling == nn::Pooling::none ? smooth({b, spec.d_model}, 101, 2.0, 1.0)
                                                 : smooth({b, 3, spec.d_model}, 101, 2.0, 1.0);
   Generator data(5);
   const Tensor labels = randint(0, 5, {b}, {.dtype = DType::i64}, &data);
-  Tensor xs = leaf(x), xt = leaf(x);
-  manual_seed(6);
-  Tensor ys = serial.forward(xs);
-  manual_seed(6);
-  Tensor yt = twin->forward(split_2d(xt, g));
-  check_close(yt, ys, what + " logits");
-  autograd::backward({cross_entropy(ys, labels)});
-  autograd::backward({cross_entropy(yt, labels)});
-  check_close(xt.grad(), xs.grad(), what + " input gradient");
-  check_params(*twin, serial, ctx, what, /*replicated_ok=*/true);  // the bias is replicated
+  check_pass(
+      x, [&](const Tensor& xs) { return serial->forward(xs); },
+      [&](const Tensor& xt) { return twin->forward(split_2d(xt, g)); },
+      [&](const Tensor& y) { return cross_entropy(y, labels); }, what,
+      {.output = " logits", .seed = 6});
+  check_params(*twin, *serial, ctx, what, /*replicated_ok=*/true);  // the bias is replicated
 }
 
 // ViT's patch embedding: the whole batch of images in, this rank's block of the patches out.
@@ -262,21 +234,15 @@ void check_patch_embedding(const ParallelContext& ctx) {
                                     .in_channels = 3,
                                     .embed_dim = 2 * q * q,
                                     .init_std = 0.1};
-  Generator g1(11), g2(11);
-  nn::PatchEmbedding serial(spec, g1);
-  auto twin = nn::make_patch_embedding(spec, nn::BuildContext(g2, &ctx));
+  const auto [serial, twin] = make_twins(
+      ctx, 11, what, [&](const nn::BuildContext& b) { return nn::make_patch_embedding(spec, b); });
   RANK_CHECK(twin->type_name() == "PatchEmbedding2D", what, ": got ", twin->type_name());
-  RANK_CHECK(g1.offset() == g2.offset(), what, ": generator offsets differ");
-  const Tensor images = smooth({2 * g.batch_parts(), 3, 8, 12}, 111);
-  Tensor xs = leaf(images), xt = leaf(images);
-  Tensor ys = serial.forward(xs);  // (B, 6, D)
-  Tensor yt = gather_2d(twin->forward(xt), g);
-  check_close(yt, ys, what + " output");
-  const Tensor gy = smooth(ys.shape(), 112);
-  autograd::backward({sum(mul(ys, gy))});
-  autograd::backward({sum(mul(yt, gy))});
-  check_close(xt.grad(), xs.grad(), what + " input gradient");
-  check_params(*twin, serial, ctx, what);
+  const int64_t b = 2 * g.batch_parts();
+  check_pass(
+      smooth({b, 3, 8, 12}, 111), [&](const Tensor& xs) { return serial->forward(xs); },
+      [&](const Tensor& xt) { return gather_2d(twin->forward(xt), g); },
+      weighted_by(smooth({b, 6, spec.embed_dim}, 112)), what);  // (B, 6, D)
+  check_params(*twin, *serial, ctx, what);
 }
 
 // Whole blocks from make_block: GPT's (pre-LN, causal) and BERT's (post-LN, key-padding mask), with
@@ -296,13 +262,11 @@ void check_block(const ParallelContext& ctx, bool pre_ln, bool checkpoint) {
                            .init_std = 0.2,
                            .residual_layers = 2,
                            .checkpoint = checkpoint};
-  Generator g1(12), g2(12);
-  nn::Block serial(spec, g1);
-  auto twin = nn::make_block(spec, nn::BuildContext(g2, &ctx));
+  const auto [serial, twin] =
+      make_twins(ctx, 12, what, [&](const nn::BuildContext& b) { return nn::make_block(spec, b); });
   RANK_CHECK(twin->ln_1()->type_name() == "LayerNorm2D" &&
                  twin->attn()->type_name() == "MultiHeadAttention2D",
              what, ": got ", twin->ln_1()->type_name(), ", ", twin->attn()->type_name());
-  RANK_CHECK(g1.offset() == g2.offset(), what, ": generator offsets differ");
   const int64_t b = 2 * g.batch_parts(), t = 5;
   Tensor mask;
   if (!pre_ln) {
@@ -310,17 +274,11 @@ void check_block(const ParallelContext& ctx, bool pre_ln, bool checkpoint) {
     mask.narrow(0, 0, 1).narrow(1, 3, 2).fill_(0);
   }
   const Tensor x = smooth({b, t, spec.d_model}, 121);
-  const Tensor gy = smooth(x.shape(), 122);
-  Tensor xs = leaf(x), xt = leaf(x);
-  manual_seed(13);
-  Tensor ys = serial.forward(xs, mask);
-  autograd::backward({sum(mul(ys, gy))});
-  manual_seed(13);
-  Tensor yt = gather_2d(twin->forward(split_2d(xt, g), mask), g);
-  check_close(yt, ys, what + " output");
-  autograd::backward({sum(mul(yt, gy))});
-  check_close(xt.grad(), xs.grad(), what + " input gradient");
-  check_params(*twin, serial, ctx, what);
+  check_pass(
+      x, [&](const Tensor& xs) { return serial->forward(xs, mask); },
+      [&](const Tensor& xt) { return gather_2d(twin->forward(split_2d(xt, g), mask), g); },
+      weighted_by(smooth(x.shape(), 122)), what, {.seed = 13});
+  check_params(*twin, *serial, ctx, what);
 }
 
 // The 2D cross-entropy alone on a block of logits, against cross_entropy on the whole: every
@@ -358,7 +316,7 @@ void check_cross_entropy(const ParallelContext& ctx) {
 int main(int argc, char** argv) {
   return parallel::run_distributed(
       argc, argv, [](const std::shared_ptr<parallel::Communicator>& world) {
-        const parallel::ParallelConfig config = parallel::testing::summa_config(world->size());
+        const parallel::ParallelConfig config = summa_config(world->size());
         ParallelContext ctx(config, world);
         check_dropout(ctx);
         check_cross_entropy(ctx);
@@ -379,7 +337,7 @@ int main(int argc, char** argv) {
         if (world->rank() == 0)
           std::printf("tp %s layers: all checks passed%s ranks (%lld checks on rank 0)\n",
                       config.tensor.mode.c_str(), on_grid(grid_of(ctx)).c_str(),
-                      static_cast<long long>(parallel::testing::checks_passed()));
+                      static_cast<long long>(checks_passed()));
         return 0;
       });
 }

@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <string>
 
-#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/factory.h"
 #include "models/bert/bert.h"
@@ -22,36 +22,26 @@
 #include "parallel/tensor/placement_ops.h"
 #include "parallel/tensor/summa.h"
 #include "tests/models/nn/parallel/twin_checks.h"
+#include "tests/models/nn/parallel/twin_fixture.h"
+#include "tests/models/nn/parallel/twin_models.h"
 #include "tests/parallel/rank_check.h"
 
 using namespace tessera;
 using parallel::ParallelContext;
 
-using parallel::testing::block;
-using parallel::testing::check_close;
-using parallel::testing::check_grad_norm;
-using parallel::testing::check_params;
-using parallel::testing::check_state;
-using parallel::testing::on_grid;
-using parallel::testing::rel_error;
+using namespace parallel::testing;  // the twin fixture (twin_*.h) and RANK_CHECK's counter
 
 namespace {
 
-parallel::tensor::SummaGrid grid_of(const ParallelContext& ctx) {
-  Generator unused(0);
-  return nn::BuildContext(unused, &ctx).summa_grid();
-}
-
+// Heads and widths that split over the q x q grid: 2 q heads of width 4 q.
 gpt::GPTConfig tiny_gpt(int q, int64_t vocab, double dropout) {
-  gpt::GPTConfig c;
-  c.vocab_size = vocab;
-  c.context_length = 16;
-  c.n_layers = 2;
-  c.n_heads = 2 * q;
-  c.d_model = 8 * q * q;
-  c.dropout = dropout;
-  c.attn_dropout = dropout;
-  return c;
+  return {.vocab_size = vocab,
+          .context_length = 16,
+          .n_layers = 2,
+          .n_heads = 2 * q,
+          .d_model = 8 * q * q,
+          .dropout = dropout,
+          .attn_dropout = dropout};
 }
 
 void check_gpt(const ParallelContext& ctx, int64_t vocab, double dropout, bool tied,
@@ -64,50 +54,21 @@ void check_gpt(const ParallelContext& ctx, int64_t vocab, double dropout, bool t
   gpt::GPTConfig c = tiny_gpt(q, vocab, dropout);
   c.tie_embeddings = tied;
   c.checkpoint = checkpoint;
-  Generator g_serial(7), g_twin(7);
-  gpt::GPT serial(c, g_serial);
-  gpt::GPT twin(c, nn::BuildContext(g_twin, &ctx));
-  RANK_CHECK(g_serial.offset() == g_twin.offset(), what, ": the twin drew ", g_twin.offset(),
-             " counters, the serial ", g_serial.offset());
-  RANK_CHECK(twin.wte()->type_name() == "VocabParallelEmbedding2D" &&
-                 twin.wpe()->type_name() == "Embedding2D" &&
-                 twin.ln_f()->type_name() == "LayerNorm2D" &&
-                 twin.lm_head()->type_name() == "VocabParallelLMHead2D",
-             what, ": layers ", twin.wte()->type_name(), ", ", twin.wpe()->type_name(), ", ",
-             twin.ln_f()->type_name(), ", ", twin.lm_head()->type_name());
-  Generator data(11);
-  const int64_t b = 2 * grid.batch_parts(), t = 16;
-  Tensor ids = randint(0, vocab, {b, t}, {.dtype = DType::i64}, &data);
-  Tensor targets = randint(0, vocab, {b, t}, {.dtype = DType::i64}, &data);
-  targets.narrow(1, 0, 2).fill_(-100);  // some ignored positions
-  manual_seed(5);
-  Tensor want = serial.loss(ids, targets);
-  autograd::backward({want});
-  manual_seed(5);
-  Tensor got = twin.loss(ids, targets);
-  autograd::backward({got});
-  check_close(got, want, what + " loss");
-  check_params(twin, serial, ctx, what);
-  check_grad_norm(twin, serial, ctx, what);
-  check_state(twin, serial, ctx, what);
-  autograd::NoGradGuard no_grad;
-  serial.eval();
-  twin.eval();
-  check_close(twin.forward(ids), serial.forward(ids), what + " logits");
+  const auto [serial, twin] = make_twins_of<gpt::GPT>(ctx, 7, what, c);
+  check_gpt_layers(*twin, "2D", what);
+  const auto x = gpt_batch(vocab, 2 * grid.batch_parts(), 16);
+  check_train_step(
+      *serial, *twin, [&](gpt::GPT& m) { return m.loss(x.ids, x.targets); }, what);
+  check_trained(*twin, *serial, ctx, what);
   // Generation's single prompt: its batch of one is padded to split over the grid rows.
-  Tensor prompt = ids.narrow(0, 0, 1).narrow(1, 0, 7).contiguous();
-  check_close(twin.forward(prompt), serial.forward(prompt), what + " logits of one prompt");
-  Generator gs(3), gt(3);
-  const Tensor gen_s = serial.generate(prompt, 4, /*temperature=*/0.0, /*top_k=*/0, gs);
-  const Tensor gen_t = twin.generate(prompt, 4, /*temperature=*/0.0, /*top_k=*/0, gt);
-  RANK_CHECK(rel_error(gen_t.to(DType::f32), gen_s.to(DType::f32)) == 0.0, what,
-             ": generated tokens differ");
+  check_gpt_eval(*serial, *twin, x.ids, 7, 4, what);
   // In training the batch must split over the grid rows (2.5D: the depth layers, then the rows):
   // every rank refuses before a collective.
-  twin.train();
+  autograd::NoGradGuard no_grad;
+  twin->train();
   const int64_t odd = grid.depth() > 1 ? q : q + 1;
-  const std::string error = parallel::testing::value_error_of([&] {
-    twin.loss(ids.narrow(0, 0, odd).contiguous(), targets.narrow(0, 0, odd).contiguous());
+  const std::string error = error_of([&] {
+    twin->loss(x.ids.narrow(0, 0, odd).contiguous(), x.targets.narrow(0, 0, odd).contiguous());
   });
   const std::string expected = grid.depth() > 1
                                    ? str_cat("batch B divisible by depth x q = ", grid.depth(),
@@ -118,17 +79,15 @@ void check_gpt(const ParallelContext& ctx, int64_t vocab, double dropout, bool t
 }
 
 bert::BertConfig tiny_bert(int q, double dropout) {
-  bert::BertConfig c;
-  c.vocab_size = 37;  // padded under tensor parallelism
-  c.max_positions = 16;
-  c.n_layers = 2;
-  c.n_heads = 2 * q;
-  c.d_model = 8 * q * q;
-  c.mlp_hidden = 16 * q * q;
-  c.dropout = dropout;
-  c.attn_dropout = dropout;
-  c.num_labels = 3;  // does not split over the grid
-  return c;
+  return {.vocab_size = 37,  // padded under tensor parallelism
+          .max_positions = 16,
+          .n_layers = 2,
+          .n_heads = 2 * q,
+          .d_model = 8 * q * q,
+          .mlp_hidden = 16 * q * q,
+          .dropout = dropout,
+          .attn_dropout = dropout,
+          .num_labels = 3};  // does not split over the grid
 }
 
 // The masked-LM plus classification loss over a batch with padding (key-padding mask), with and
@@ -136,92 +95,43 @@ bert::BertConfig tiny_bert(int q, double dropout) {
 // logits of both heads.
 void check_bert(const ParallelContext& ctx, double dropout, bool token_types) {
   const auto grid = grid_of(ctx);
-  const int q = grid.q();
   const std::string what =
       str_cat("BERT dropout ", dropout, token_types ? " token types" : "", on_grid(grid));
-  const bert::BertConfig c = tiny_bert(q, dropout);
-  Generator g_serial(7), g_twin(7);
-  bert::Bert serial(c, g_serial);
-  bert::Bert twin(c, nn::BuildContext(g_twin, &ctx));
-  RANK_CHECK(g_serial.offset() == g_twin.offset(), what, ": the twin drew ", g_twin.offset(),
-             " counters, the serial ", g_serial.offset());
-  Generator data(11);
-  const int64_t b = 2 * grid.batch_parts(), t = 16;
-  Tensor ids = randint(0, c.vocab_size, {b, t}, {.dtype = DType::i64}, &data);
-  Tensor types =
-      token_types ? randint(0, c.type_vocab_size, {b, t}, {.dtype = DType::i64}, &data) : Tensor();
-  Tensor mask = ones({b, t}, {.dtype = DType::i64});
-  mask.narrow(0, 1, 1).narrow(1, 10, t - 10).fill_(0);
-  mask.narrow(0, b - 1, 1).narrow(1, 13, t - 13).fill_(0);
-  Tensor labels = randint(0, c.vocab_size, {b, t}, {.dtype = DType::i64}, &data);
-  labels.narrow(1, 0, 3).fill_(-100);
-  Tensor classes = randint(0, c.num_labels, {b}, {.dtype = DType::i64}, &data);
-  auto loss = [&](bert::Bert& m) {
-    Tensor h = m.forward(ids, types, mask);
-    return m.mlm_loss(h, labels) + m.classification_loss(h, classes);
-  };
-  manual_seed(5);
-  Tensor want = loss(serial);
-  autograd::backward({want});
-  manual_seed(5);
-  Tensor got = loss(twin);
-  autograd::backward({got});
-  check_close(got, want, what + " loss");
-  check_params(twin, serial, ctx, what, /*replicated_ok=*/true);  // the classifier's bias
-  check_grad_norm(twin, serial, ctx, what);
-  check_state(twin, serial, ctx, what);
-  autograd::NoGradGuard no_grad;
-  serial.eval();
-  twin.eval();
-  Tensor hs = serial.forward(ids, types, mask), ht = twin.forward(ids, types, mask);
-  check_close(ht, block(hs, grid), what + " hidden states block");
-  check_close(twin.mlm_logits(ht), serial.mlm_logits(hs), what + " masked-LM logits");
-  check_close(twin.classify(ht), serial.classify(hs), what + " classification logits");
+  const bert::BertConfig c = tiny_bert(grid.q(), dropout);
+  const auto [serial, twin] = make_twins_of<bert::Bert>(ctx, 7, what, c);
+  const auto x = bert_batch(c, {.b = 2 * grid.batch_parts(), .t = 16, .token_types = token_types});
+  check_train_step(
+      *serial, *twin, [&](bert::Bert& m) { return bert_loss(m, x); }, what);
+  check_trained(*twin, *serial, ctx, what, /*replicated_ok=*/true);  // the classifier's bias
+  const auto s = bert_eval(*serial, x), t = bert_eval(*twin, x);
+  check_close(t.hidden, block(s.hidden, grid), what + " hidden states block");
+  check_close(t.mlm_logits, s.mlm_logits, what + " masked-LM logits");
+  check_close(t.class_logits, s.class_logits, what + " classification logits");
 }
 
 vit::ViTConfig tiny_vit(int q, double dropout) {
-  vit::ViTConfig c;
-  c.image_size = 12;
-  c.patch_size = 4;  // 9 patches + the class token
-  c.in_channels = 3;
-  c.num_classes = 5;
-  c.n_layers = 2;
-  c.n_heads = 2 * q;
-  c.d_model = 8 * q * q;
-  c.dropout = dropout;
-  c.attn_dropout = dropout;
-  return c;
+  return {.image_size = 12,
+          .patch_size = 4,  // 9 patches + the class token
+          .in_channels = 3,
+          .num_classes = 5,
+          .n_layers = 2,
+          .n_heads = 2 * q,
+          .d_model = 8 * q * q,
+          .dropout = dropout,
+          .attn_dropout = dropout};
 }
 
 void check_vit(const ParallelContext& ctx, double dropout) {
   const auto grid = grid_of(ctx);
-  const int q = grid.q();
   const std::string what = str_cat("ViT dropout ", dropout, on_grid(grid));
-  const vit::ViTConfig c = tiny_vit(q, dropout);
-  Generator g_serial(7), g_twin(7);
-  vit::ViT serial(c, g_serial);
-  vit::ViT twin(c, nn::BuildContext(g_twin, &ctx));
-  RANK_CHECK(g_serial.offset() == g_twin.offset(), what, ": the twin drew ", g_twin.offset(),
-             " counters, the serial ", g_serial.offset());
-  Generator data(11);
-  const int64_t b = 2 * grid.batch_parts();
-  Tensor images = randn({b, 3, 12, 12}, {}, &data);
-  Tensor labels = randint(0, c.num_classes, {b}, {.dtype = DType::i64}, &data);
-  manual_seed(5);
-  Tensor want = serial.loss(images, labels);
-  autograd::backward({want});
-  manual_seed(5);
-  Tensor got = twin.loss(images, labels);
-  autograd::backward({got});
-  check_close(got, want, what + " loss");
+  const vit::ViTConfig c = tiny_vit(grid.q(), dropout);
+  const auto [serial, twin] = make_twins_of<vit::ViT>(ctx, 7, what, c);
+  const auto x = vit_batch(c, 2 * grid.batch_parts());
+  check_train_step(
+      *serial, *twin, [&](vit::ViT& m) { return m.loss(x.images, x.labels); }, what);
   // The class token, positions and classifier bias are replicated.
-  check_params(twin, serial, ctx, what, /*replicated_ok=*/true);
-  check_grad_norm(twin, serial, ctx, what);
-  check_state(twin, serial, ctx, what);
-  autograd::NoGradGuard no_grad;
-  serial.eval();
-  twin.eval();
-  check_close(twin.forward(images), serial.forward(images), what + " logits");
+  check_trained(*twin, *serial, ctx, what, /*replicated_ok=*/true);
+  check_eval_logits(*serial, *twin, x.images, what);
 }
 
 }  // namespace
@@ -229,7 +139,7 @@ void check_vit(const ParallelContext& ctx, double dropout) {
 int main(int argc, char** argv) {
   return parallel::run_distributed(
       argc, argv, [](const std::shared_ptr<parallel::Communicator>& world) {
-        const parallel::ParallelConfig config = parallel::testing::summa_config(world->size());
+        const parallel::ParallelConfig config = summa_config(world->size());
         ParallelContext ctx(config, world);
         int cases = 0;
         check_gpt(ctx, 64, 0.0, /*tied=*/true, /*checkpoint=*/false);
@@ -249,7 +159,7 @@ int main(int argc, char** argv) {
               "tp %s models: %d GPT, BERT and ViT cases, all checks passed%s ranks (%lld checks "
               "on rank 0)\n",
               config.tensor.mode.c_str(), cases, on_grid(grid_of(ctx)).c_str(),
-              static_cast<long long>(parallel::testing::checks_passed()));
+              static_cast<long long>(checks_passed()));
         return 0;
       });
 }

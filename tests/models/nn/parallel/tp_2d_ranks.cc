@@ -25,33 +25,24 @@
 #include "parallel/tensor/placement_ops.h"
 #include "parallel/tensor/summa.h"
 #include "tests/models/nn/parallel/twin_checks.h"
+#include "tests/models/nn/parallel/twin_fixture.h"
 #include "tests/parallel/rank_check.h"
 
 using namespace tessera;
 using parallel::CommKind;
 using parallel::CommStats;
 using parallel::ParallelContext;
+using parallel::tensor::gather_2d;
+using parallel::tensor::split_2d;
 using parallel::tensor::SummaGrid;
 
-using parallel::testing::block;
-using parallel::testing::check_close;
-using parallel::testing::check_params;
-using parallel::testing::leaf;
-using parallel::testing::on_grid;
-using parallel::testing::rel_error;
-using parallel::testing::set_param;
-using parallel::testing::smooth;
+using namespace parallel::testing;  // the twin fixture (twin_*.h) and RANK_CHECK's counter
 
 namespace {
 
 constexpr int64_t kF32 = 4;
 
 // ---------------------------------------------------------------- helpers
-
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  return parallel::testing::value_error_of(std::forward<Fn>(fn));
-}
 
 // `full` with the blocks of the grid ranks that do not feed the loss zeroed.
 Tensor keep_blocks(const Tensor& full, int q, const std::function<bool(int, int)>& feeds) {
@@ -60,18 +51,6 @@ Tensor keep_blocks(const Tensor& full, int q, const std::function<bool(int, int)
   for (int r = 0; r < q; ++r)
     for (int s = 0; s < q; ++s)
       if (!feeds(r, s)) out.narrow(0, r * rows, rows).narrow(out.dim() - 1, s * cols, cols).zero_();
-  return out;
-}
-
-// Passes no gradient to its input, as a head that does not use a tensor would: a loss through it
-// reaches the SUMMA node, but no gradient arrives there (the node must run anyway).
-struct DropGradNode final : autograd::Node {
-  std::string name() const override { return "DropGradNode"; }
-  std::vector<Tensor> apply(std::vector<Tensor>&&) override { return {Tensor()}; }
-};
-Tensor drop_grad(const Tensor& x) {
-  Tensor out = x.detach().clone();
-  if (auto node = autograd::make_node<DropGradNode>({&x})) autograd::set_history(out, node);
   return out;
 }
 
@@ -108,10 +87,6 @@ void broadcast_steps(CommStats& s, int q, int64_t bytes) {
 void reduce_steps(CommStats& s, int q, int64_t bytes) {
   add(s, CommKind::reduce, q, q * bytes, (q - 1) * bytes, bytes);
 }
-void ring(CommStats& s, CommKind kind, int q, int64_t payload) {
-  const int64_t moved = (kind == CommKind::all_reduce ? 2 : 1) * (q - 1) * payload / q;
-  add(s, kind, 1, payload, moved, moved);
-}
 
 void check_volume(const SummaGrid& grid, const Volume& want, const std::string& what) {
   std::vector<std::pair<parallel::tensor::CommPtr, const CommStats*>> groups{{grid.row, &want.row},
@@ -122,24 +97,14 @@ void check_volume(const SummaGrid& grid, const Volume& want, const std::string& 
   for (int k = 0; k < parallel::kNumCommKinds; ++k) {
     const CommKind kind = CommKind(k);
     for (const auto& [group, predicted] : groups) {
-      const CommStats* expected = predicted ? predicted : &none;
-      const parallel::CommCounter got = group->stats()[kind], exp = (*expected)[kind];
-      const std::string where = str_cat(what, " ", group->name(), " ", comm_kind_name(kind));
-      RANK_CHECK(got.calls == exp.calls, where, ": ", got.calls, " calls, predicted ", exp.calls);
-      RANK_CHECK(got.payload_bytes == exp.payload_bytes, where, ": payload ", got.payload_bytes,
-                 ", predicted ", exp.payload_bytes);
-      RANK_CHECK(got.bytes_sent == exp.bytes_sent, where, ": sent ", got.bytes_sent, ", predicted ",
-                 exp.bytes_sent);
-      RANK_CHECK(got.bytes_received == exp.bytes_received, where, ": received ", got.bytes_received,
-                 ", predicted ", exp.bytes_received);
+      const CommStats& expected = predicted ? *predicted : none;
+      check_counter(group->stats()[kind], expected[kind],
+                    str_cat(what, " ", group->name(), " ", comm_kind_name(kind)));
     }
   }
 }
 
-void reset(const SummaGrid& grid) {
-  for (const auto& group : {grid.row, grid.col, grid.dep, grid.batch})
-    if (group) group->reset_stats();
-}
+void reset(const SummaGrid& grid) { reset_stats({grid.row, grid.col, grid.dep, grid.batch}); }
 
 // ---------------------------------------------------------------- SUMMA products
 
@@ -298,42 +263,31 @@ void check_grid_of_one(const std::shared_ptr<parallel::Communicator>& world) {
 // parameter gradients through split_2d / gather_2d from the serial input.
 void check_linear(const ParallelContext& ctx, nn::ParallelStyle style, nn::LinearInit init,
                   bool bias) {
-  Generator unused(0);
-  const SummaGrid g = nn::BuildContext(unused, &ctx).summa_grid();
+  const SummaGrid g = grid_of(ctx);
   const int q = g.q();
   const std::string what = str_cat("Linear2D ", nn::parallel_style_name(style), " init ", int(init),
                                    bias ? " bias" : "", on_grid(g));
   const nn::LinearSpec spec{
       .in_features = 3 * q, .out_features = 2 * q * q, .bias = bias, .init = init};
-  Generator g1(7), g2(7);
-  nn::Linear serial(spec, g1);
-  auto twin = nn::make_linear(spec, nn::BuildContext(g2, &ctx), style);
+  const auto [serial, twin] = make_twins(
+      ctx, 7, what, [&](const nn::BuildContext& b) { return nn::make_linear(spec, b, style); });
   RANK_CHECK(dynamic_cast<nn::Linear2D*>(twin.get()) && twin->type_name() == "Linear2D" &&
                  twin->parallel_style() == style,
              what, ": make_linear gave ", twin->type_name());
-  RANK_CHECK(g1.offset() == g2.offset(), what, ": the twin drew ", g2.offset(),
-             " counters, the "
-             "serial ",
-             g1.offset());
   // Odd batch chunk (3) and sequence (5).
   const int64_t b = 3 * g.batch_parts();
-  const Tensor x = smooth({b, 5, spec.in_features}, 21);
-  const Tensor gy = smooth({b, 5, spec.out_features}, 22);
-  Tensor xs = leaf(x), xt = leaf(x);
-  Tensor ys = serial.forward(xs);
-  autograd::backward({sum(mul(ys, gy))});
-  Tensor yt = parallel::tensor::gather_2d(twin->forward(parallel::tensor::split_2d(xt, g)), g);
-  check_close(yt, ys, what + " output");
-  autograd::backward({sum(mul(yt, gy))});
-  check_close(xt.grad(), xs.grad(), what + " input gradient");
-  check_params(*twin, serial, ctx, what);
+  check_pass(
+      smooth({b, 5, spec.in_features}, 21), [&](const Tensor& xs) { return serial->forward(xs); },
+      [&](const Tensor& xt) { return gather_2d(twin->forward(split_2d(xt, g)), g); },
+      weighted_by(smooth({b, 5, spec.out_features}, 22)), what);
+  check_params(*twin, *serial, ctx, what);
 }
 
 // LayerNorm2D from make_layer_norm with random affine parameters (cut by placement), on an input
 // with a mean offset; every affine variant.
 void check_layer_norm(const ParallelContext& ctx, bool affine, bool bias) {
   Generator unused(0);
-  const SummaGrid g = nn::BuildContext(unused, &ctx).summa_grid();
+  const SummaGrid g = grid_of(ctx);
   const int q = g.q();
   const std::string what =
       str_cat("LayerNorm2D", affine ? " affine" : "", bias ? " bias" : "", on_grid(g));
@@ -348,14 +302,10 @@ void check_layer_norm(const ParallelContext& ctx, bool affine, bool bias) {
   if (twin->bias().defined())
     set_param(serial->bias(), twin->bias(), placements[1].second, smooth({spec.dim}, 32));
   const Tensor x = smooth({3 * g.batch_parts(), 5, spec.dim}, 33, 2.0, 3.0);
-  const Tensor gy = smooth(x.shape(), 34);
-  Tensor xs = leaf(x), xt = leaf(x);
-  Tensor ys = serial->forward(xs);
-  autograd::backward({sum(mul(ys, gy))});
-  Tensor yt = parallel::tensor::gather_2d(twin->forward(parallel::tensor::split_2d(xt, g)), g);
-  check_close(yt, ys, what + " output");
-  autograd::backward({sum(mul(yt, gy))});
-  check_close(xt.grad(), xs.grad(), what + " input gradient");
+  check_pass(
+      x, [&](const Tensor& xs) { return serial->forward(xs); },
+      [&](const Tensor& xt) { return gather_2d(twin->forward(split_2d(xt, g)), g); },
+      weighted_by(smooth(x.shape(), 34)), what);
   if (affine) {
     check_params(*twin, *serial, ctx, what);
   } else {
@@ -375,32 +325,25 @@ nn::MLPSpec mlp_spec(int q) {
 }
 
 void check_mlp(const ParallelContext& ctx, const std::string& gelu) {
-  Generator unused(0);
-  const SummaGrid g = nn::BuildContext(unused, &ctx).summa_grid();
+  const SummaGrid g = grid_of(ctx);
   const int q = g.q();
   const std::string what = str_cat("LayerNorm -> MLP (gelu ", gelu, ")", on_grid(g));
   nn::MLPSpec spec = mlp_spec(q);
   spec.gelu = gelu;
   const nn::LayerNormSpec ln_spec{.dim = spec.d_model};
-  Generator g1(9), g2(9);
-  const nn::BuildContext bctx(g2, &ctx);
-  LnMlp serial{nn::make_layer_norm(ln_spec), nn::make_mlp(spec, g1)};
-  LnMlp twin{nn::make_layer_norm(ln_spec, bctx), nn::make_mlp(spec, bctx)};
+  const auto [serial, twin] = make_twins(ctx, 9, what, [&](const nn::BuildContext& b) {
+    return LnMlp{nn::make_layer_norm(ln_spec, b), nn::make_mlp(spec, b)};
+  });
   RANK_CHECK(twin.mlp->c_fc()->type_name() == "Linear2D" &&
                  twin.mlp->c_proj()->type_name() == "Linear2D" &&
                  twin.ln->type_name() == "LayerNorm2D",
              what, ": the factories gave ", twin.ln->type_name(), ", ",
              twin.mlp->c_fc()->type_name(), ", ", twin.mlp->c_proj()->type_name());
-  RANK_CHECK(g1.offset() == g2.offset(), what, ": generator offsets differ");
   const Tensor x = smooth({3 * g.batch_parts(), 5, spec.d_model}, 41, 1.5, -0.5);
-  const Tensor gy = smooth(x.shape(), 42);
-  Tensor xs = leaf(x), xt = leaf(x);
-  Tensor ys = serial.forward(xs);
-  autograd::backward({sum(mul(ys, gy))});
-  Tensor yt = parallel::tensor::gather_2d(twin.forward(parallel::tensor::split_2d(xt, g)), g);
-  check_close(yt, ys, what + " output");
-  autograd::backward({sum(mul(yt, gy))});
-  check_close(xt.grad(), xs.grad(), what + " input gradient");
+  check_pass(
+      x, [&](const Tensor& xs) { return serial.forward(xs); },
+      [&](const Tensor& xt) { return gather_2d(twin.forward(split_2d(xt, g)), g); },
+      weighted_by(smooth(x.shape(), 42)), what);
   check_params(*twin.ln, *serial.ln, ctx, what + " ln");
   check_params(*twin.mlp, *serial.mlp, ctx, what + " mlp");
 }
@@ -584,10 +527,7 @@ void check_errors(const ParallelContext& ctx) {
     RANK_CHECK(e.find("both a depth and a batch group") != std::string::npos, "2.5D grid error: '",
                e, "'");
   }
-  for (const auto& group : {g.row, g.col, g.dep, g.batch})
-    if (group)
-      RANK_CHECK(group->stats().total().calls == 0, "a refused call moved something on ",
-                 group->name());
+  check_nothing_moved({g.row, g.col, g.dep, g.batch});
 }
 
 }  // namespace
@@ -595,10 +535,9 @@ void check_errors(const ParallelContext& ctx) {
 int main(int argc, char** argv) {
   return parallel::run_distributed(
       argc, argv, [](const std::shared_ptr<parallel::Communicator>& world) {
-        const parallel::ParallelConfig config = parallel::testing::summa_config(world->size());
+        const parallel::ParallelConfig config = summa_config(world->size());
         ParallelContext ctx(config, world);
-        Generator unused(0);
-        const SummaGrid grid = nn::BuildContext(unused, &ctx).summa_grid();
+        const SummaGrid grid = grid_of(ctx);
         const int q = grid.q();
         const bool deep = config.tensor.mode == "2.5d";
         RANK_CHECK(
@@ -633,7 +572,7 @@ int main(int argc, char** argv) {
         if (world->rank() == 0)
           std::printf("tp %s: all checks passed%s ranks (%lld checks on rank 0)\n",
                       config.tensor.mode.c_str(), on_grid(grid).c_str(),
-                      static_cast<long long>(parallel::testing::checks_passed()));
+                      static_cast<long long>(checks_passed()));
         return 0;
       });
 }

@@ -24,6 +24,8 @@
 #include "parallel/mesh/parallel_context.h"
 #include "parallel/tensor/cube_3d.h"
 #include "tests/models/nn/parallel/twin_checks.h"
+#include "tests/models/nn/parallel/twin_fixture.h"
+#include "tests/models/nn/parallel/twin_models.h"
 #include "tests/parallel/rank_check.h"
 
 using namespace tessera;
@@ -32,22 +34,9 @@ using parallel::tensor::Cube3D;
 using parallel::tensor::gather_3d;
 using parallel::tensor::split_3d;
 
-using parallel::testing::check_close;
-using parallel::testing::check_grad_norm;
-using parallel::testing::check_params;
-using parallel::testing::check_state;
-using parallel::testing::leaf;
-using parallel::testing::piece;
-using parallel::testing::smooth;
+using namespace parallel::testing;  // the twin fixture (twin_*.h) and RANK_CHECK's counter
 
 namespace {
-
-Cube3D cube_of(const ParallelContext& ctx) {
-  Generator unused(0);
-  return nn::cube_of(nn::BuildContext(unused, &ctx), "test");
-}
-
-std::string on_cube(int q) { return str_cat(" on ", q, " x ", q, " x ", q); }
 
 // make_classifier under mode 3d against the serial Linear: tokens (B, T, in) or pooled (B, in),
 // with and without a bias; the output is the whole batch's logits on every rank.
@@ -58,24 +47,16 @@ void check_classifier(const ParallelContext& ctx, bool tokens, bool bias) {
       str_cat("Classifier3D", tokens ? " tokens" : " pooled", bias ? "" : " no bias", on_cube(q));
   const nn::LinearSpec spec{
       .in_features = 2 * q * q * q, .out_features = 5, .bias = bias, .init_std = 0.5};
-  Generator g1(21), g2(21);
-  auto serial = nn::make_classifier(spec, g1);
-  auto twin = nn::make_classifier(spec, nn::BuildContext(g2, &ctx));
+  const auto [serial, twin] = make_twins(
+      ctx, 21, what, [&](const nn::BuildContext& b) { return nn::make_classifier(spec, b); });
   RANK_CHECK(twin->type_name() == "Classifier3D", what, ": built ", twin->type_name());
-  RANK_CHECK(g1.offset() == g2.offset(), what, ": the twin drew ", g2.offset(),
-             " counters, the serial ", g1.offset());
   const Shape shape = tokens ? Shape{2 * q, 3, spec.in_features} : Shape{2 * q, spec.in_features};
-  const Tensor x = smooth(shape, 31);
   Shape out = shape;
   out.back() = spec.out_features;
-  const Tensor gy = smooth(out, 32);
-  Tensor xs = leaf(x), xt = leaf(x);
-  const Tensor ys = serial->forward(xs);
-  autograd::backward({sum(mul(ys, gy))});
-  const Tensor yt = twin->forward(split_3d(xt, cube));
-  check_close(yt, ys, what + " logits");
-  autograd::backward({sum(mul(yt, gy))});
-  check_close(xt.grad(), xs.grad(), what + " input gradient");
+  check_pass(
+      smooth(shape, 31), [&](const Tensor& xs) { return serial->forward(xs); },
+      [&](const Tensor& xt) { return twin->forward(split_3d(xt, cube)); },
+      weighted_by(smooth(out, 32)), what, {.output = " logits"});
   check_params(*twin, *serial, ctx, what, /*replicated_ok=*/true);  // the bias
 }
 
@@ -91,24 +72,18 @@ void check_patch_embedding(const ParallelContext& ctx) {
                                     .in_channels = 3,
                                     .embed_dim = 2 * q * q * q,
                                     .init_std = 0.5};
-  Generator g1(23), g2(23);
-  auto serial = nn::make_patch_embedding(spec, g1);
-  auto twin = nn::make_patch_embedding(spec, nn::BuildContext(g2, &ctx));
+  const auto [serial, twin] = make_twins(
+      ctx, 23, what, [&](const nn::BuildContext& b) { return nn::make_patch_embedding(spec, b); });
   RANK_CHECK(twin->type_name() == "PatchEmbedding3D" && twin->proj()->type_name() == "Linear3D",
              what, ": built ", twin->type_name(), " with ", twin->proj()->type_name());
-  RANK_CHECK(g1.offset() == g2.offset(), what, ": the twin drew ", g2.offset(),
-             " counters, the serial ", g1.offset());
-  const Tensor x = smooth({2 * q, 3, 8, 8}, 33);
-  const Tensor gy = smooth({2 * q, 4, spec.embed_dim}, 34);
-  Tensor xs = leaf(x), xt = leaf(x);
-  const Tensor ys = serial->forward(xs);
-  autograd::backward({sum(mul(ys, gy))});
-  const Tensor pt = twin->forward(xt);
+  Tensor pt;  // this rank's piece of the patches
+  const Tensor ys =
+      check_pass(
+          smooth({2 * q, 3, 8, 8}, 33), [&](const Tensor& xs) { return serial->forward(xs); },
+          [&](const Tensor& xt) { return gather_3d(pt = twin->forward(xt), cube); },
+          weighted_by(smooth({2 * q, 4, spec.embed_dim}, 34)), what, {.input = " image gradient"})
+          .first;
   check_close(pt, piece(ys.detach(), cube.coords()), what + " piece");
-  const Tensor yt = gather_3d(pt, cube);
-  check_close(yt, ys, what + " output");
-  autograd::backward({sum(mul(yt, gy))});
-  check_close(xt.grad(), xs.grad(), what + " image gradient");
   check_params(*twin, *serial, ctx, what);
 }
 
@@ -129,40 +104,19 @@ void check_classification_head(const ParallelContext& ctx, nn::Pooling pooling, 
                                         .norm = norm,
                                         .dropout = dropout,
                                         .init_std = 0.5};
-  Generator g1(25), g2(25);
-  auto serial = nn::make_classification_head(spec, g1);
-  auto twin = nn::make_classification_head(spec, nn::BuildContext(g2, &ctx));
+  const auto [serial, twin] = make_twins(ctx, 25, what, [&](const nn::BuildContext& b) {
+    return nn::make_classification_head(spec, b);
+  });
   RANK_CHECK(twin->head()->type_name() == "Classifier3D" &&
                  (!norm || twin->norm()->type_name() == "LayerNorm3D"),
              what, ": built ", twin->head()->type_name());
   const Shape shape =
       pooling == nn::Pooling::none ? Shape{2 * q, spec.d_model} : Shape{2 * q, 5, spec.d_model};
-  const Tensor x = smooth(shape, 35, 1.0, 0.3);
-  const Tensor gy = smooth({2 * q, spec.num_classes}, 36);
-  Tensor xs = leaf(x), xt = leaf(x);
-  manual_seed(5);
-  const Tensor ys = serial->forward(xs);
-  autograd::backward({sum(mul(ys, gy))});
-  manual_seed(5);
-  const Tensor yt = twin->forward(split_3d(xt, cube));
-  check_close(yt, ys, what + " logits");
-  autograd::backward({sum(mul(yt, gy))});
-  check_close(xt.grad(), xs.grad(), what + " input gradient");
+  check_pass(
+      smooth(shape, 35, 1.0, 0.3), [&](const Tensor& xs) { return serial->forward(xs); },
+      [&](const Tensor& xt) { return twin->forward(split_3d(xt, cube)); },
+      weighted_by(smooth({2 * q, spec.num_classes}, 36)), what, {.output = " logits"});
   check_params(*twin, *serial, ctx, what, /*replicated_ok=*/true);
-}
-
-vit::ViTConfig tiny_vit(int q, double dropout) {
-  vit::ViTConfig c;
-  c.image_size = 8;
-  c.patch_size = 4;  // 4 patches + the class token
-  c.in_channels = 3;
-  c.num_classes = 5;
-  c.n_layers = 2;
-  c.n_heads = q * q;
-  c.d_model = 2 * q * q * q;
-  c.dropout = dropout;
-  c.attn_dropout = dropout;
-  return c;
 }
 
 // A whole ViT under mode 3d: the loss and every gradient (the class token and positions in q^3
@@ -170,46 +124,23 @@ vit::ViTConfig tiny_vit(int q, double dropout) {
 void check_vit(const ParallelContext& ctx, double dropout) {
   const int q = cube_of(ctx).q();
   const std::string what = str_cat("ViT dropout ", dropout, on_cube(q));
-  const vit::ViTConfig c = tiny_vit(q, dropout);
-  Generator g_serial(7), g_twin(7);
-  vit::ViT serial(c, g_serial);
-  vit::ViT twin(c, nn::BuildContext(g_twin, &ctx));
-  RANK_CHECK(g_serial.offset() == g_twin.offset(), what, ": the twin drew ", g_twin.offset(),
-             " counters, the serial ", g_serial.offset());
-  RANK_CHECK(twin.cls_token().numel() * q * q * q == c.d_model, what, ": class token of ",
-             twin.cls_token().numel(), " elements on this rank");
-  Generator data(11);
-  const int64_t b = 2 * q;
-  Tensor images = randn({b, 3, c.image_size, c.image_size}, {}, &data);
-  Tensor labels = randint(0, c.num_classes, {b}, {.dtype = DType::i64}, &data);
-  manual_seed(5);
-  Tensor want = serial.loss(images, labels);
-  autograd::backward({want});
-  manual_seed(5);
-  Tensor got = twin.loss(images, labels);
-  autograd::backward({got});
-  check_close(got, want, what + " loss");
-  check_params(twin, serial, ctx, what, /*replicated_ok=*/true);  // the classifier's bias
-  check_grad_norm(twin, serial, ctx, what);
-  check_state(twin, serial, ctx, what);
-  autograd::NoGradGuard no_grad;
-  serial.eval();
-  twin.eval();
-  check_close(twin.forward(images), serial.forward(images), what + " logits");
-}
-
-bert::BertConfig tiny_bert(int q, double dropout) {
-  bert::BertConfig c;
-  c.vocab_size = 5 * q * q * q;  // the decoder's bias is a 3D vector
-  c.max_positions = 16;
-  c.n_layers = 2;
-  c.n_heads = q * q;
-  c.d_model = 2 * q * q * q;
-  c.mlp_hidden = 4 * q * q * q;
-  c.dropout = dropout;
-  c.attn_dropout = dropout;
-  c.num_labels = 3;  // does not split over the cube
-  return c;
+  const vit::ViTConfig c{.image_size = 8,
+                         .patch_size = 4,  // 4 patches + the class token
+                         .in_channels = 3,
+                         .num_classes = 5,
+                         .n_layers = 2,
+                         .n_heads = q * q,
+                         .d_model = 2 * q * q * q,
+                         .dropout = dropout,
+                         .attn_dropout = dropout};
+  const auto [serial, twin] = make_twins_of<vit::ViT>(ctx, 7, what, c);
+  RANK_CHECK(twin->cls_token().numel() * q * q * q == c.d_model, what, ": class token of ",
+             twin->cls_token().numel(), " elements on this rank");
+  const auto x = vit_batch(c, 2 * q);
+  check_train_step(
+      *serial, *twin, [&](vit::ViT& m) { return m.loss(x.images, x.labels); }, what);
+  check_trained(*twin, *serial, ctx, what, /*replicated_ok=*/true);  // the classifier's bias
+  check_eval_logits(*serial, *twin, x.images, what);
 }
 
 // A whole BERT under mode 3d: the masked-LM plus classification loss over a batch with padding,
@@ -220,49 +151,25 @@ void check_bert(const ParallelContext& ctx, double dropout, bool token_types) {
   const int q = cube.q();
   const std::string what =
       str_cat("BERT dropout ", dropout, token_types ? " token types" : "", on_cube(q));
-  const bert::BertConfig c = tiny_bert(q, dropout);
-  Generator g_serial(7), g_twin(7);
-  bert::Bert serial(c, g_serial);
-  bert::Bert twin(c, nn::BuildContext(g_twin, &ctx));
-  RANK_CHECK(g_serial.offset() == g_twin.offset(), what, ": the twin drew ", g_twin.offset(),
-             " counters, the serial ", g_serial.offset());
-  Generator data(11);
-  const int64_t b = 2 * q, t = 8;
-  Tensor ids = randint(0, c.vocab_size, {b, t}, {.dtype = DType::i64}, &data);
-  Tensor types =
-      token_types ? randint(0, c.type_vocab_size, {b, t}, {.dtype = DType::i64}, &data) : Tensor();
-  Tensor mask = ones({b, t}, {.dtype = DType::i64});
-  mask.narrow(0, 1, 1).narrow(1, 5, t - 5).fill_(0);
-  mask.narrow(0, b - 1, 1).narrow(1, 6, t - 6).fill_(0);
-  Tensor labels = randint(0, c.vocab_size, {b, t}, {.dtype = DType::i64}, &data);
-  labels.narrow(1, 0, 3).fill_(-100);
-  Tensor classes = randint(0, c.num_labels, {b}, {.dtype = DType::i64}, &data);
-  auto loss = [&](bert::Bert& m) {
-    Tensor h = m.forward(ids, types, mask);
-    return m.mlm_loss(h, labels) + m.classification_loss(h, classes);
-  };
-  manual_seed(5);
-  Tensor want = loss(serial);
-  autograd::backward({want});
-  manual_seed(5);
-  Tensor got = loss(twin);
-  autograd::backward({got});
-  check_close(got, want, what + " loss");
-  check_params(twin, serial, ctx, what, /*replicated_ok=*/true);  // the classifier's bias
-  check_grad_norm(twin, serial, ctx, what);
-  check_state(twin, serial, ctx, what);
-  autograd::NoGradGuard no_grad;
-  serial.eval();
-  twin.eval();
-  Tensor hs = serial.forward(ids, types, mask), ht = twin.forward(ids, types, mask);
-  check_close(ht, piece(hs, cube.coords()), what + " hidden states piece");
-  check_close(twin.mlm_logits(ht), serial.mlm_logits(hs), what + " masked-LM logits");
-  check_close(twin.classify(ht), serial.classify(hs), what + " classification logits");
-}
-
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  return parallel::testing::value_error_of(std::forward<Fn>(fn));
+  const bert::BertConfig c{.vocab_size = 5 * q * q * q,  // the decoder's bias is a 3D vector
+                           .max_positions = 16,
+                           .n_layers = 2,
+                           .n_heads = q * q,
+                           .d_model = 2 * q * q * q,
+                           .mlp_hidden = 4 * q * q * q,
+                           .dropout = dropout,
+                           .attn_dropout = dropout,
+                           .num_labels = 3};  // does not split over the cube
+  const auto [serial, twin] = make_twins_of<bert::Bert>(ctx, 7, what, c);
+  const auto x = bert_batch(
+      c, {.b = 2 * q, .t = 8, .token_types = token_types, .pad_second = 5, .pad_last = 6});
+  check_train_step(
+      *serial, *twin, [&](bert::Bert& m) { return bert_loss(m, x); }, what);
+  check_trained(*twin, *serial, ctx, what, /*replicated_ok=*/true);  // the classifier's bias
+  const auto s = bert_eval(*serial, x), t = bert_eval(*twin, x);
+  check_close(t.hidden, piece(s.hidden, cube.coords()), what + " hidden states piece");
+  check_close(t.mlm_logits, s.mlm_logits, what + " masked-LM logits");
+  check_close(t.class_logits, s.class_logits, what + " classification logits");
 }
 
 // Sizes that do not split are refused by every rank before any collective, naming the numbers.
@@ -271,7 +178,7 @@ void check_errors(const ParallelContext& ctx) {
   const int q = cube.q();
   Generator gen(0);
   const nn::BuildContext bctx(gen, &ctx);
-  for (const auto& group : {cube.input, cube.weight, cube.output}) group->reset_stats();
+  reset_stats({cube.input, cube.weight, cube.output});
   std::string e =
       error_of([&] { nn::make_classifier({.in_features = q * q, .out_features = 3}, bctx); });
   RANK_CHECK(e.find("[Classifier3D]") != std::string::npos && e.find("q^3") != std::string::npos,
@@ -293,9 +200,7 @@ void check_errors(const ParallelContext& ctx) {
   RANK_CHECK(e.find("[PatchEmbedding3D]") != std::string::npos &&
                  e.find(str_cat("divisible by the 3D cube side q = ", q)) != std::string::npos,
              "PatchEmbedding3D batch error: '", e, "'");
-  for (const auto& group : {cube.input, cube.weight, cube.output})
-    RANK_CHECK(group->stats().total().calls == 0, "a refused call moved something on ",
-               group->name());
+  check_nothing_moved({cube.input, cube.weight, cube.output});
 }
 
 }  // namespace
@@ -303,14 +208,8 @@ void check_errors(const ParallelContext& ctx) {
 int main(int argc, char** argv) {
   return parallel::run_distributed(
       argc, argv, [](const std::shared_ptr<parallel::Communicator>& world) {
-        const int n = world->size();
-        const int q = int(std::lround(std::cbrt(double(n))));
-        RANK_CHECK(q * q * q == n && q > 1,
-                   "tp_3d_heads_ranks runs on a cube number of ranks > 1, got ", n);
-        parallel::ParallelConfig config;
-        config.tensor.size = n;
-        config.tensor.mode = "3d";
-        ParallelContext ctx(config, world);
+        ParallelContext ctx(cube_config(world->size(), "tp_3d_heads_ranks"), world);
+        const int q = cube_of(ctx).q();
         check_errors(ctx);
         for (const bool tokens : {true, false})
           for (const bool bias : {true, false}) check_classifier(ctx, tokens, bias);
@@ -326,7 +225,7 @@ int main(int argc, char** argv) {
         if (world->rank() == 0)
           std::printf(
               "tp 3d heads: all checks passed on %d x %d x %d ranks (%lld checks on rank 0)\n", q,
-              q, q, static_cast<long long>(parallel::testing::checks_passed()));
+              q, q, static_cast<long long>(checks_passed()));
         return 0;
       });
 }

@@ -34,6 +34,7 @@
 #include "parallel/tensor/placement_ops.h"
 #include "tests/models/nn/parallel/tp_3d_models.h"
 #include "tests/models/nn/parallel/twin_checks.h"
+#include "tests/models/nn/parallel/twin_fixture.h"
 #include "tests/parallel/rank_check.h"
 
 using namespace tessera;
@@ -45,36 +46,11 @@ using parallel::tensor::CubeCoords;
 using parallel::tensor::gather_3d;
 using parallel::tensor::split_3d;
 
-using parallel::testing::check_close;
-using parallel::testing::check_params;
-using parallel::testing::leaf;
-using parallel::testing::piece;
-using parallel::testing::rel_error;
-using parallel::testing::set_param;
-using parallel::testing::smooth;
+using namespace parallel::testing;  // the twin fixture (twin_*.h) and RANK_CHECK's counter
 
 namespace {
 
 constexpr int64_t kF32 = 4;
-
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  return parallel::testing::value_error_of(std::forward<Fn>(fn));
-}
-
-std::string on_cube(int q) { return str_cat(" on ", q, " x ", q, " x ", q); }
-
-// Passes no gradient to its input, as a head that does not use a tensor would: the loss reaches
-// the region nodes of linear_3d, but no gradient arrives there (they must run anyway).
-struct DropGradNode final : autograd::Node {
-  std::string name() const override { return "DropGradNode"; }
-  std::vector<Tensor> apply(std::vector<Tensor>&&) override { return {Tensor()}; }
-};
-Tensor drop_grad(const Tensor& x) {
-  Tensor out = x.detach().clone();
-  if (auto node = autograd::make_node<DropGradNode>({&x})) autograd::set_history(out, node);
-  return out;
-}
 
 // ---------------------------------------------------------------- the predicted volume
 //
@@ -85,18 +61,7 @@ struct Volume {
   CommStats input, weight, output;
 };
 
-void ring(CommStats& s, CommKind kind, int q, int64_t payload) {
-  parallel::CommCounter& c = s[kind];
-  const int64_t moved = (kind == CommKind::all_reduce ? 2 : 1) * (q - 1) * payload / q;
-  c.calls += 1;
-  c.payload_bytes += payload;
-  c.bytes_sent += moved;
-  c.bytes_received += moved;
-}
-
-void reset(const Cube3D& cube) {
-  for (const auto& g : {cube.input, cube.weight, cube.output}) g->reset_stats();
-}
+void reset(const Cube3D& cube) { reset_stats({cube.input, cube.weight, cube.output}); }
 
 void check_volume(const Cube3D& cube, const Volume& want, const std::string& what) {
   for (int kind_index = 0; kind_index < parallel::kNumCommKinds; ++kind_index) {
@@ -104,15 +69,8 @@ void check_volume(const Cube3D& cube, const Volume& want, const std::string& wha
     for (const auto& [group, expected] :
          {std::pair{cube.input, &want.input}, std::pair{cube.weight, &want.weight},
           std::pair{cube.output, &want.output}}) {
-      const parallel::CommCounter got = group->stats()[kind], exp = (*expected)[kind];
-      const std::string where = str_cat(what, " ", group->name(), " ", comm_kind_name(kind));
-      RANK_CHECK(got.calls == exp.calls, where, ": ", got.calls, " calls, predicted ", exp.calls);
-      RANK_CHECK(got.payload_bytes == exp.payload_bytes, where, ": payload ", got.payload_bytes,
-                 ", predicted ", exp.payload_bytes);
-      RANK_CHECK(got.bytes_sent == exp.bytes_sent, where, ": sent ", got.bytes_sent, ", predicted ",
-                 exp.bytes_sent);
-      RANK_CHECK(got.bytes_received == exp.bytes_received, where, ": received ", got.bytes_received,
-                 ", predicted ", exp.bytes_received);
+      check_counter(group->stats()[kind], (*expected)[kind],
+                    str_cat(what, " ", group->name(), " ", comm_kind_name(kind)));
     }
   }
 }
@@ -267,8 +225,7 @@ void check_cube_of_one() {
 // the generator advanced as the serial one; output, input and parameter gradients through
 // split_3d / gather_3d from the serial input.
 void check_linear(const ParallelContext& ctx, nn::LinearInit init, bool bias, int64_t fused) {
-  Generator unused(0);
-  const Cube3D cube = nn::cube_of(nn::BuildContext(unused, &ctx), "test");
+  const Cube3D cube = cube_of(ctx);
   const int q = cube.q();
   const std::string what =
       str_cat("Linear3D init ", int(init), bias ? " bias" : "", " fused ", fused, on_cube(q));
@@ -287,26 +244,20 @@ void check_linear(const ParallelContext& ctx, nn::LinearInit init, bool bias, in
     set_param(serial.bias(), twin.bias(), twin.named_placements().back().second,
               smooth({spec.out_features}, 23));
   }
-  const Tensor x = smooth({3 * q, 5, spec.in_features}, 21);
-  const Tensor gy = smooth({3 * q, 5, spec.out_features}, 22);
-  Tensor xs = leaf(x), xt = leaf(x);
-  Tensor ys = serial.forward(xs);
-  autograd::backward({sum(mul(ys, gy))});
-  Tensor yt;
-  if (fused == 1) {
-    yt = gather_3d(twin.forward(split_3d(xt, cube)), cube);
-  } else {
-    // Each block's chunk k q + j, blocks in order: gathered block by block.
+  // Fused, each block's chunk k q + j, blocks in order: gathered block by block.
+  auto twin_pass = [&](const Tensor& xt) {
     const Tensor local = twin.forward(split_3d(xt, cube));
+    if (fused == 1) return gather_3d(local, cube);
     const int64_t per = local.size(-1) / fused;
     std::vector<Tensor> blocks;
     for (int64_t blk = 0; blk < fused; ++blk)
       blocks.push_back(gather_3d(narrow(local, -1, blk * per, per), cube));
-    yt = cat(blocks, -1);
-  }
-  check_close(yt, ys, what + " output");
-  autograd::backward({sum(mul(yt, gy))});
-  check_close(xt.grad(), xs.grad(), what + " input gradient");
+    return cat(blocks, -1);
+  };
+  check_pass(
+      smooth({3 * q, 5, spec.in_features}, 21),
+      [&](const Tensor& xs) { return serial.forward(xs); }, twin_pass,
+      weighted_by(smooth({3 * q, 5, spec.out_features}, 22)), what);
   check_params(twin, serial, ctx, what);
 }
 
@@ -314,7 +265,7 @@ void check_linear(const ParallelContext& ctx, nn::LinearInit init, bool bias, in
 void check_layer_norm(const ParallelContext& ctx, bool affine, bool bias) {
   Generator unused(0);
   const nn::BuildContext bctx(unused, &ctx);
-  const Cube3D cube = nn::cube_of(bctx, "test");
+  const Cube3D cube = cube_of(ctx);
   const int q = cube.q();
   const std::string what =
       str_cat("LayerNorm3D", affine ? " affine" : "", bias ? " bias" : "", on_cube(q));
@@ -327,14 +278,10 @@ void check_layer_norm(const ParallelContext& ctx, bool affine, bool bias) {
   if (twin.bias().defined())
     set_param(serial->bias(), twin.bias(), placements[1].second, smooth({spec.dim}, 32));
   const Tensor x = smooth({3 * q, 5, spec.dim}, 33, 2.0, 3.0);
-  const Tensor gy = smooth(x.shape(), 34);
-  Tensor xs = leaf(x), xt = leaf(x);
-  Tensor ys = serial->forward(xs);
-  autograd::backward({sum(mul(ys, gy))});
-  Tensor yt = gather_3d(twin.forward(split_3d(xt, cube)), cube);
-  check_close(yt, ys, what + " output");
-  autograd::backward({sum(mul(yt, gy))});
-  check_close(xt.grad(), xs.grad(), what + " input gradient");
+  check_pass(
+      x, [&](const Tensor& xs) { return serial->forward(xs); },
+      [&](const Tensor& xt) { return gather_3d(twin.forward(split_3d(xt, cube)), cube); },
+      weighted_by(smooth(x.shape(), 34)), what);
   if (affine) {
     check_params(twin, *serial, ctx, what);
   } else {
@@ -354,8 +301,7 @@ struct Chain {
 };
 
 void check_chain(const ParallelContext& ctx) {
-  Generator unused(0);
-  const Cube3D cube = nn::cube_of(nn::BuildContext(unused, &ctx), "test");
+  const Cube3D cube = cube_of(ctx);
   const int q = cube.q();
   const CubeCoords at = cube.coords();
   const std::string what = "LayerNorm3D -> Linear3D -> GELU -> Linear3D" + on_cube(q);
@@ -444,9 +390,7 @@ void check_errors(const ParallelContext& ctx, const Cube3D& cube) {
   e = error_of([&] { nn::Linear3D({.in_features = q * q, .out_features = q * q * q}, gen); });
   RANK_CHECK(e.find("[Linear3D]") != std::string::npos && e.find("serial") != std::string::npos,
              "Linear3D serial context error: '", e, "'");
-  for (const auto& group : {cube.input, cube.weight, cube.output})
-    RANK_CHECK(group->stats().total().calls == 0, "a refused call moved something on ",
-               group->name());
+  check_nothing_moved({cube.input, cube.weight, cube.output});
 }
 
 }  // namespace
@@ -454,15 +398,9 @@ void check_errors(const ParallelContext& ctx, const Cube3D& cube) {
 int main(int argc, char** argv) {
   return parallel::run_distributed(
       argc, argv, [](const std::shared_ptr<parallel::Communicator>& world) {
-        const int n = world->size();
-        const int q = int(std::lround(std::cbrt(double(n))));
-        RANK_CHECK(q * q * q == n && q > 1, "tp_3d_ranks runs on a cube number of ranks > 1, got ",
-                   n);
-        parallel::ParallelConfig config;
-        config.tensor.size = n;
-        config.tensor.mode = "3d";
-        ParallelContext ctx(config, world);
+        ParallelContext ctx(cube_config(world->size(), "tp_3d_ranks"), world);
         const Cube3D cube = parallel::tensor::cube_3d(ctx);
+        const int q = cube.q();
         check_cube(ctx, cube);
         check_errors(ctx, cube);
         check_cube_of_one();
@@ -485,7 +423,7 @@ int main(int argc, char** argv) {
         world->barrier()->wait();
         if (world->rank() == 0)
           std::printf("tp 3d: all checks passed on %d x %d x %d ranks (%lld checks on rank 0)\n", q,
-                      q, q, static_cast<long long>(parallel::testing::checks_passed()));
+                      q, q, static_cast<long long>(checks_passed()));
         return 0;
       });
 }

@@ -2,7 +2,8 @@
 // issue's 1e-5 bound reads, as a failing RANK_CHECK, and the helpers of the 2D (SUMMA) and 3D
 // programs: reproducible inputs, 2D blocks and 3D pieces of a whole tensor, every parameter of a
 // twin gathered by its placement against the serial layer's, a model's state gathered against the
-// serial state_dict(), and the global gradient norm as the trainer's clipping sums it.
+// serial state_dict(), and the global gradient norm as the trainer's clipping sums it. The fixture
+// that builds the twins and runs them is twin_fixture.h; the models' batches, twin_models.h.
 #pragma once
 
 #include <cmath>
@@ -99,6 +100,19 @@ inline Tensor block(const Tensor& full, const tensor::SummaGrid& g) {
 
 // ---------------------------------------------------------------- 3D helpers
 
+// " on 2 x 2 x 2" for a cube of side q, for the checks' names.
+inline std::string on_cube(int q) { return str_cat(" on ", q, " x ", q, " x ", q); }
+
+// The tensor layout the 3D programs run on n = q^3 ranks, q > 1 (`program` names the refusal).
+inline ParallelConfig cube_config(int n, const char* program) {
+  const int q = int(std::lround(std::cbrt(double(n))));
+  RANK_CHECK(q * q * q == n && q > 1, program, " runs on a cube number of ranks > 1, got ", n);
+  ParallelConfig config;
+  config.tensor.size = n;
+  config.tensor.mode = "3d";
+  return config;
+}
+
 // This rank's piece of `full` in the 3D activation layout (parallel/tensor/cube_3d.h), cut by hand
 // (not by split_3d): batch chunk i, feature chunk k q + j.
 inline Tensor piece(const Tensor& full, const tensor::CubeCoords& at) {
@@ -114,12 +128,12 @@ inline Tensor rows_of(const Tensor& full, int r, int q) {
   return full.narrow(0, r * rows, rows).contiguous();
 }
 
-// The message of the ValueError `fn` throws ("" when it throws none).
-template <typename Fn>
-std::string value_error_of(Fn&& fn) {
+// The message of the E (ValueError unless named) `fn` throws ("" when it throws none).
+template <typename E = ValueError, typename Fn>
+std::string error_of(Fn&& fn) {
   try {
     fn();
-  } catch (const ValueError& e) {
+  } catch (const E& e) {
     return e.what();
   }
   return "";
@@ -221,6 +235,15 @@ inline void check_grad_norm(const nn::Module& twin, const nn::Module& serial,
   const double got = std::sqrt(double(total.data<float>()[0])), norm = std::sqrt(want);
   RANK_CHECK(std::fabs(got - norm) <= 1e-5 * norm, what, ": gradient norm ", got, ", serial ",
              norm);
+}
+
+// A whole model after a training step: check_params, check_grad_norm and check_state.
+inline void check_trained(const nn::Module& twin, const nn::Module& serial,
+                          const ParallelContext& ctx, const std::string& what,
+                          bool replicated_ok = false) {
+  check_params(twin, serial, ctx, what, replicated_ok);
+  check_grad_norm(twin, serial, ctx, what);
+  check_state(twin, serial, ctx, what);
 }
 
 }  // namespace tessera::parallel::testing
