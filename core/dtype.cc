@@ -2,18 +2,6 @@
 
 namespace tessera {
 
-size_t dtype_size(DType t) {
-  switch (t) {
-    case DType::f32: return 4;
-    case DType::f16: return 2;
-    case DType::bf16: return 2;
-    case DType::i32: return 4;
-    case DType::i64: return 8;
-    case DType::b8: return 1;
-  }
-  return 0;
-}
-
 const char* dtype_name(DType t) {
   switch (t) {
     case DType::f32: return "f32";

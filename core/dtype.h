@@ -13,7 +13,18 @@ namespace tessera {
 
 enum class DType : uint8_t { f32, f16, bf16, i32, i64, b8 };
 
-size_t dtype_size(DType t);
+// Inline: every tensor access reads it.
+inline size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::f32: return 4;
+    case DType::f16: return 2;
+    case DType::bf16: return 2;
+    case DType::i32: return 4;
+    case DType::i64: return 8;
+    case DType::b8: return 1;
+  }
+  return 0;
+}
 const char* dtype_name(DType t);
 bool is_floating(DType t);
 // The type both operands are converted to (PyTorch's lattice: bool < int32 < int64 < 16-bit float

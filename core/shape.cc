@@ -4,12 +4,6 @@
 
 namespace tessera {
 
-int64_t shape_numel(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  return n;
-}
-
 Strides contiguous_strides(const Shape& shape) {
   Strides strides(shape.size());
   int64_t stride = 1;

@@ -11,7 +11,11 @@ namespace tessera {
 using Shape = std::vector<int64_t>;
 using Strides = std::vector<int64_t>;
 
-int64_t shape_numel(const Shape& shape);
+inline int64_t shape_numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
 Strides contiguous_strides(const Shape& shape);
 // "(2, 3)"; a scalar is "()".
 std::string shape_str(const Shape& shape);

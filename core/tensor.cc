@@ -33,26 +33,12 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, Strides strides, i
   impl_->dtype = dtype;
 }
 
-void Tensor::check_defined(const char* op) const {
-  TS_CHECK(impl_ != nullptr, op, "expected a defined tensor, got an undefined one");
+void Tensor::throw_undefined(const char* op) {
+  TS_FAIL(op, "expected a defined tensor, got an undefined one");
 }
 
-const Shape& Tensor::shape() const {
-  check_defined("shape");
-  return impl_->shape;
-}
-const Strides& Tensor::strides() const {
-  check_defined("strides");
-  return impl_->strides;
-}
 int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim(), "size")]; }
 int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
-int64_t Tensor::offset() const { return impl_->offset; }
-int64_t Tensor::numel() const { return shape_numel(shape()); }
-DType Tensor::dtype() const {
-  check_defined("dtype");
-  return impl_->dtype;
-}
 Device Tensor::device() const {
   check_defined("device");
   return impl_->storage->device();
@@ -62,11 +48,6 @@ bool Tensor::is_sole_owner() const {
          is_contiguous() && storage()->nbytes() == size_t(numel()) * dtype_size(dtype());
 }
 
-bool Tensor::is_contiguous() const { return impl_->contiguous; }
-const std::shared_ptr<Storage>& Tensor::storage() const {
-  check_defined("storage");
-  return impl_->storage;
-}
 void* Tensor::data_ptr() const {
   return static_cast<char*>(storage()->data()) + impl_->offset * int64_t(itemsize());
 }

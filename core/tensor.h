@@ -113,7 +113,12 @@ class Tensor {
   std::string describe() const;
 
  private:
-  void check_defined(const char* op) const;
+  // Inline with the throw out of line: every op reads a tensor's geometry several times.
+  void check_defined(const char* op) const {
+    if (impl_ == nullptr) [[unlikely]]
+      throw_undefined(op);
+  }
+  [[noreturn]] static void throw_undefined(const char* op);
   std::shared_ptr<TensorImpl> impl_;
 };
 
@@ -142,5 +147,25 @@ struct TensorImpl {
 };
 
 bool compute_contiguous(const Shape& shape, const Strides& strides);
+
+inline const Shape& Tensor::shape() const {
+  check_defined("shape");
+  return impl_->shape;
+}
+inline const Strides& Tensor::strides() const {
+  check_defined("strides");
+  return impl_->strides;
+}
+inline int64_t Tensor::offset() const { return impl_->offset; }
+inline int64_t Tensor::numel() const { return shape_numel(shape()); }
+inline DType Tensor::dtype() const {
+  check_defined("dtype");
+  return impl_->dtype;
+}
+inline bool Tensor::is_contiguous() const { return impl_->contiguous; }
+inline const std::shared_ptr<Storage>& Tensor::storage() const {
+  check_defined("storage");
+  return impl_->storage;
+}
 
 }  // namespace tessera
