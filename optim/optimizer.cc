@@ -98,11 +98,7 @@ void Optimizer::step() {
                type(), "expected a floating gradient like the parameter ", p.describe(), ", got ",
                grad.describe(), " at group ", g, " index ", i);
       ParamState& st = state_[group_begin_[g] + i];
-      if (st.tensors.empty()) {
-        for (const std::string& n : names) {
-          st.tensors.emplace_back(n, zeros(p.shape(), {.dtype = DType::f32, .device = p.device()}));
-        }
-      }
+      create_state(st, p, names);
       ++st.step;
       pending.push_back({p, grad.contiguous(), &st});
     }
@@ -110,28 +106,33 @@ void Optimizer::step() {
   }
 }
 
-void Optimizer::begin_sliced_step(size_t index) {
-  TS_CHECK(elementwise(), type(), "expected an element-wise optimizer for a sliced step");
+size_t Optimizer::group_of(size_t index) const {
   TS_CHECK(index < state_.size(), type(), "expected a parameter index below ", state_.size(),
            ", got ", index);
   size_t g = 0;
   while (g + 1 < groups_.size() && index >= group_begin_[g + 1]) ++g;
+  return g;
+}
+
+void Optimizer::create_state(ParamState& state, const Tensor& p,
+                             const std::vector<std::string>& names) {
+  if (!state.tensors.empty()) return;
+  for (const std::string& n : names)
+    state.tensors.emplace_back(n, zeros(p.shape(), {.dtype = DType::f32, .device = p.device()}));
+}
+
+void Optimizer::begin_sliced_step(size_t index) {
+  TS_CHECK(elementwise(), type(), "expected an element-wise optimizer for a sliced step");
+  const size_t g = group_of(index);
   const Tensor& p = groups_[g][index - group_begin_[g]];
   TS_CHECK(p.dim() == 1, type(), "expected a 1-D parameter for a sliced step, got ", p.describe());
-  ParamState& st = state_[index];
-  if (st.tensors.empty()) {
-    for (const std::string& n : state_names(g))
-      st.tensors.emplace_back(n, zeros(p.shape(), {.dtype = DType::f32, .device = p.device()}));
-  }
-  ++st.step;
+  create_state(state_[index], p, state_names(g));
+  ++state_[index].step;
 }
 
 void Optimizer::step_slice(size_t index, int64_t offset, const Tensor& grad) {
   autograd::NoGradGuard no_grad;  // thread-local: the caller's thread only
-  TS_CHECK(index < state_.size(), type(), "expected a parameter index below ", state_.size(),
-           ", got ", index);
-  size_t g = 0;
-  while (g + 1 < groups_.size() && index >= group_begin_[g + 1]) ++g;
+  const size_t g = group_of(index);
   const Tensor& p = groups_[g][index - group_begin_[g]];
   const int64_t n = grad.numel();
   TS_CHECK(p.dim() == 1 && offset >= 0 && offset + n <= p.numel(), type(),

@@ -114,6 +114,11 @@ class Optimizer {
  private:
   // The per-parameter state in sd, checked against the parameters and the current options.
   std::vector<ParamState> load_param_state(const OptimizerState& sd) const;
+  // The group of parameter `index` (checked against the parameter count).
+  size_t group_of(size_t index) const;
+  // Parameter p's state zero-initialised (names: state_names of its group) if it has none yet.
+  static void create_state(ParamState& state, const Tensor& p,
+                           const std::vector<std::string>& names);
 
   std::vector<std::vector<Tensor>> groups_;
   std::vector<size_t> group_begin_;  // index of each group's first parameter

@@ -30,6 +30,7 @@
 #include "tools/bench/commands.h"
 #include "tools/bench/system_info.h"
 #include "tools/bench/table.h"
+#include "tools/bench/zero_bench_util.h"
 #include "tools/bench/zero_limit.h"
 #include "tools/bench/zero_plan.h"
 
@@ -164,13 +165,6 @@ double now_s() {
 
 int64_t held() { return memory_stats(kCPU).current_bytes; }
 
-// The maximum over the group: a step is as slow as its slowest rank, and the busiest rank bounds
-// what a layout needs.
-double max_over(Communicator& group, double v) {
-  Tensor t = from_vector<double>({v}, {1});
-  group.all_reduce(t, parallel::ReduceOp::max)->wait();
-  return t.item();
-}
 
 // One (precision, stage) run's measurements on this rank (maxima over the ranks once returned).
 struct ZeroMeasured {
@@ -215,12 +209,7 @@ ZeroMeasured measure(const Args& a, ZeroPrecision precision, int stage,
   const int64_t built = held();
   m.workspace = built - start - m.params;
 
-  train::UpdateEngineSpec spec;
-  spec.model = model.get();
-  spec.groups = optim::param_groups_with_decay(model->named_parameters(), 0.1);
-  spec.optimizer = {{"type", "adamw"}, {"lr", 1e-4}, {"weight_decay", 0.1}};
-  spec.grad_group = world;
-  spec.zero_stage = stage;
+  train::UpdateEngineSpec spec = zero_adamw_spec(*model, world, stage);
   std::unique_ptr<train::UpdateEngine> engine = train::make_update_engine(spec);
   // The engine's allocation split in two: its f32 masters (or master shards), counted from the
   // tensors the optimizer steps that are not the model's own parameters, and the rest (data
@@ -337,12 +326,7 @@ PlacementMeasured measure_placement(const Args& a, Placement where,
     autograd::backward({loss});
   }
   model->zero_grad();
-  train::UpdateEngineSpec spec;
-  spec.model = model.get();
-  spec.groups = optim::param_groups_with_decay(model->named_parameters(), 0.1);
-  spec.optimizer = {{"type", "adamw"}, {"lr", 1e-4}, {"weight_decay", 0.1}};
-  spec.grad_group = world;
-  spec.zero_stage = 3;
+  train::UpdateEngineSpec spec = zero_adamw_spec(*model, world, 3);
   spec.zero_offload = where != Placement::device;
   if (where == Placement::offload_params) spec.zero3.placement = {.policy = "static"};
   if (where == Placement::offload_small_buckets || where == Placement::offload_overlap)

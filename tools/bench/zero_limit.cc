@@ -12,8 +12,8 @@
 #include "models/gpt/gpt.h"
 #include "models/nn/build_context.h"
 #include "models/train/update_engine.h"
-#include "optim/optimizer.h"
 #include "tools/bench/table.h"
+#include "tools/bench/zero_bench_util.h"
 
 namespace tessera::bench {
 namespace {
@@ -27,12 +27,6 @@ struct Fit {
   int64_t psi = 0;          // parameters
   int64_t device_peak = 0;  // bytes, busiest rank
 };
-
-double max_over(Communicator& group, double v) {
-  Tensor t = from_vector<double>({v}, {1});
-  group.all_reduce(t, parallel::ReduceOp::max)->wait();
-  return t.item();
-}
 
 // The parameter count of `layers` blocks (attention 4 C^2 + 4 C, MLP 8 C^2 + 5 C, two norms 4 C)
 // with the embeddings and the final norm, for the host-memory guard before anything is built.
@@ -71,12 +65,7 @@ Fit measure(const DeviceLimitSearch& s, int64_t layers, bool offload,
         randint(0, config.vocab_size, {s.batch, s.seq + 1}, {.dtype = DType::i64}, &data);
     const Tensor x = ids.narrow(1, 0, s.seq).contiguous();
     const Tensor y = ids.narrow(1, 1, s.seq).contiguous();
-    train::UpdateEngineSpec spec;
-    spec.model = &model;
-    spec.groups = optim::param_groups_with_decay(model.named_parameters(), 0.1);
-    spec.optimizer = {{"type", "adamw"}, {"lr", 1e-4}, {"weight_decay", 0.1}};
-    spec.grad_group = world;
-    spec.zero_stage = 3;
+    train::UpdateEngineSpec spec = zero_adamw_spec(model, world, 3);
     spec.zero_offload = offload;
     if (offload) spec.zero3.placement = {.policy = "static", .host_fraction = 1.0};
     std::unique_ptr<train::UpdateEngine> engine = train::make_update_engine(spec);
