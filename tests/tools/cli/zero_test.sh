@@ -62,6 +62,24 @@ for stage in 2 3; do
   compare "stage $stage offload: the overlapped step vs the step after backward" \
     "$work/s$stage-offload-noclip.jsonl" "$work/s$stage-overlap.jsonl" 0
 done
+# Composed with the landed strategies, dropout off so that data-parallel layouts equal serial: the
+# overlapped step under tp 2 x dp 2 (stage 2), pp 2 x dp 2 (stage 3) and sp 2 x dp 2 (stage 2)
+# gives the serial run's losses.
+solo=(--set train.grad_clip=0 --set model.dropout=0 --set model.attn_dropout=0 --set model.n_layers=2
+      --set train.steps=10)
+ovx=("${solo[@]}" --set zero.offload=true --set zero.overlap_step=true --set zero.bucket_mb=0.01
+     --set parallel.data=2)
+train overlap-serial 1 "done: 10 steps" "${solo[@]}"
+train overlap-tp2dp2 4 "range by range during backward" "${ovx[@]}" --set zero.stage=2 \
+  --set parallel.tensor.size=2
+train overlap-pp2dp2 4 "range by range during backward" "${ovx[@]}" --set zero.stage=3 \
+  --set parallel.pipeline.size=2
+train overlap-sp2dp2 4 "range by range during backward" "${ovx[@]}" --set zero.stage=2 \
+  --set parallel.sequence.size=2
+for layout in tp2dp2 pp2dp2 sp2dp2; do
+  compare "serial vs the overlapped offload step under $layout" "$work/overlap-serial.jsonl" \
+    "$work/overlap-$layout.jsonl" 1e-5
+done
 
 # Parameter offload: stage 3's parameter shards in chunks (of 10 KiB here), all of them on the host
 # (static), or placed after a warm-up step (auto) so that the device stays under a limit. The
