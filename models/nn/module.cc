@@ -6,24 +6,13 @@
 #include <sstream>
 
 #include "autograd/grad_mode.h"
+#include "models/nn/parameter_sink.h"
 
 namespace tessera::nn {
 
 namespace {
 
 constexpr const char* kLoad = "load_state_dict";
-
-// Points t's TensorImpl at src's data (same shape), so every handle on t sees the new storage,
-// dtype or device while its autograd identity (requires_grad, grad, hooks) stays.
-void replace_data(const Tensor& t, const Tensor& src) {
-  TensorImpl* impl = t.impl();
-  impl->storage = src.storage();
-  impl->shape = src.shape();
-  impl->strides = src.strides();
-  impl->offset = src.offset();
-  impl->dtype = src.dtype();
-  impl->contiguous = src.is_contiguous();
-}
 
 std::string join(const std::vector<std::string>& names) {
   std::string out;
@@ -56,6 +45,7 @@ Tensor Module::register_parameter(const std::string& name, const Tensor& t, bool
       t.defined() ? t.describe() + (t.is_leaf() ? "" : " (not a leaf)") : std::string("undefined"));
   t.set_requires_grad(requires_grad);
   parameters_.push_back({name, t, true});
+  if (ParameterSink* sink = current_parameter_sink()) sink->on_parameter(t);
   return t;
 }
 

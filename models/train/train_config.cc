@@ -366,12 +366,14 @@ TrainConfig TrainConfig::from_json(const json& j) {
              c.zero.placement == "auto" ? "expected a limit above 0 with it"
                                         : "expected zero.placement auto with a limit");
     c.zero.chunk_mb = z.number("chunk_mb", 0.0, 0.0, 1 << 20);
-    for (const char* key : {"prefetch", "live_params"})
+    for (const char* key : {"prefetch", "live_params", "sharded_init"})
       TS_CHECK(!z.has(key) || c.zero.stage == 3, "config", "zero.", key,
-               " is a ZeRO stage 3 setting (how parameters are gathered), got it with zero.stage ",
+               " is a ZeRO stage 3 setting (how parameters are built and gathered), got it with "
+               "zero.stage ",
                c.zero.stage, "; remove it or set zero.stage to 3");
     c.zero.prefetch = z.integer("prefetch", 1, 0, 16);
     c.zero.live_params = z.integer("live_params", 4, 2, 1 << 20);
+    c.zero.sharded_init = z.boolean("sharded_init", true);
     z.done();
   }
   read_precision(top.object("precision"), c);

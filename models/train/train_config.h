@@ -37,6 +37,10 @@ struct ZeroSection {
   // order, and parameters kept gathered at once (parallel/zero/stage3_params.h).
   int64_t prefetch = 1;
   int64_t live_params = 4;
+  // Stage 3 only: the model is built so that no rank holds it whole: each parameter leaves this
+  // rank's pieces in its shards as it is drawn and is released (parallel/zero/sharded_build.h),
+  // after a probing build that finds the layout. false: built whole, then sharded.
+  bool sharded_init = true;
   // Stage 3 with offload: the parameter shards too, in chunks of chunk_mb (0: 4 MiB) placed on
   // the device or the host (parallel/zero/param_placement.h): "static" puts offload_param_frac
   // of them on the host; "auto" traces the first step and keeps on the device what fits under

@@ -40,9 +40,11 @@
 #include "models/train/train_state.h"
 #include "models/train/trainer_impl.h"
 #include "models/train/update_engine.h"
+#include "models/train/zero_build.h"
 #include "optim/param_math.h"
 #include "parallel/comm/config_check.h"
 #include "parallel/mesh/parallel_context.h"
+#include "parallel/zero/offload.h"
 #include "parallel/zero/sharded_optimizer.h"
 
 namespace tessera::train {
@@ -119,16 +121,35 @@ void Trainer::setup() {
     TS_CHECK(make_task_ || config_.kind != ModelKind::custom, "config",
              "model.type custom is a model given through the C++ API (train::Engine with a "
              "ModelRecipe, models/train/engine.h); `tessera train` builds gpt, bert or vit");
-    task_ = (make_task_ ? make_task_ : TaskFactory(make_task))({.config = &config_,
-                       .data_rank = data_rank_,
-                       .data_size = config_.parallel.data,
-                       .init_gen = &init_gen_,
-                       .device = device_,
-                       // Layers split only where the layout says (tensor, pipeline or sequence
-                       // size > 1); a data-parallel-only context builds the serial layers.
-                       .parallel = context_.get()});
-    if (pipelined()) pipeline_ = std::make_unique<PipelineStep>(*task_, *context_, int(accum_));
+    const TaskFactory make = make_task_ ? make_task_ : TaskFactory(make_task);
+    const TaskContext task_context{.config = &config_,
+                                   .data_rank = data_rank_,
+                                   .data_size = config_.parallel.data,
+                                   .init_gen = &init_gen_,
+                                   .device = device_,
+                                   // Layers split only where the layout says (tensor, pipeline or
+                                   // sequence size > 1); a data-parallel-only context builds the
+                                   // serial layers.
+                                   .parallel = context_.get()};
     const DType dtype = precision_dtype(config_.precision.dtype);
+    if (sharded_build()) {
+      zero_masters_ = build_sharded(
+          {.dtype = dtype,
+           .groups = [this](const nn::Module& model) { return param_groups(model); },
+           .ranks = replica_group()->size(),
+           .rank = replica_group()->rank(),
+           .shard_device = config_.zero.offload ? parallel::zero::offload_host_device(device_)
+                                                : device_,
+           .generators = {&init_gen_, &default_generator()}},
+          [&]() -> const nn::Module& {
+            task_.reset();  // the probe's task goes before the real one is built
+            task_ = make(task_context);
+            return task_->model();
+          });
+    } else {
+      task_ = make(task_context);
+    }
+    if (pipelined()) pipeline_ = std::make_unique<PipelineStep>(*task_, *context_, int(accum_));
     if (dtype != DType::f32) task_->model().to(dtype);
   });
   // Gradients live on device_, so they are reduced by a communicator for that device (NCCL over
@@ -138,11 +159,8 @@ void Trainer::setup() {
   // Its own agreed block: building it is collective over the data group (broadcast, layout check).
   run_agreed(world_.get(), [&] {
     nn::Module& model = task_->model();
-    std::vector<optim::ParamGroup> groups = optim::param_groups_with_decay(
-        model.named_parameters(), std::max(0.0, config_.weight_decay));
-    if (config_.weight_decay < 0) groups[0].weight_decay.reset();  // the optimizer's default
     update_ = make_update_engine({.model = &model,
-                                  .groups = groups,
+                                  .groups = param_groups(model),
                                   .optimizer = config_.optimizer,
                                   .grad_group = grad_group_,
                                   .completed_after_backward =
@@ -157,7 +175,8 @@ void Trainer::setup() {
                                       std::max<int64_t>(1, int64_t(config_.zero.bucket_mb * (1 << 20))),
                                   .zero3 = {.live_params = config_.zero.live_params,
                                             .prefetch = int(config_.zero.prefetch),
-                                            .placement = zero_placement(config_.zero)}});
+                                            .placement = zero_placement(config_.zero)},
+                                  .zero3_masters = std::move(zero_masters_)});
   });
   run_agreed(world_.get(), [&] {
     schedule_.emplace(config_.schedule);
@@ -190,6 +209,13 @@ void Trainer::setup() {
                         .unit = task_->unit(),
                         .metrics_path = rank0() ? config_.logging.metrics : std::string()});
   });
+}
+
+std::vector<optim::ParamGroup> Trainer::param_groups(const nn::Module& model) const {
+  std::vector<optim::ParamGroup> groups = optim::param_groups_with_decay(
+      model.named_parameters(), std::max(0.0, config_.weight_decay));
+  if (config_.weight_decay < 0) groups[0].weight_decay.reset();  // the optimizer's default
+  return groups;
 }
 
 double Trainer::train_step(int64_t step, StepStats& stats) {

@@ -86,6 +86,12 @@ class Trainer {
   bool rank0() const { return !world_ || world_->rank() == 0; }
   bool tensor_parallel() const { return config_.parallel.tensor.size > 1; }
   bool pipelined() const { return config_.parallel.pipeline > 1; }
+  // ZeRO stage 3 with zero.sharded_init over a data group (models/train/zero_build.h).
+  bool sharded_build() const {
+    return config_.zero.stage == 3 && config_.zero.sharded_init && context_ != nullptr;
+  }
+  // The optimizer's parameter groups (weight decay off for biases and norms).
+  std::vector<optim::ParamGroup> param_groups(const nn::Module& model) const;
   double clip_gradients();
   // Pipeline checkpoints: the optimizer's numbering of this stage's and of the serial model's
   // parameters, and this stage's tensors of a serial checkpoint.
@@ -115,6 +121,7 @@ class Trainer {
   std::unique_ptr<parallel::ParallelContext> context_;
   Generator init_gen_;
   std::unique_ptr<Task> task_;
+  std::vector<Tensor> zero_masters_;  // a sharded build's, until the update engine takes them
   // Gradient reduction, f32 masters, the optimizer and its checkpoint state: plain or ZeRO.
   std::unique_ptr<UpdateEngine> update_;
   std::unique_ptr<PipelineStep> pipeline_;  // parallel.pipeline > 1

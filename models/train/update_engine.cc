@@ -123,7 +123,9 @@ class ZeroUpdate : public UpdateEngine {
                   .bucket_cap_bytes = spec.zero_bucket_bytes,
                   .stage3 = spec.zero3,
                   .offload = spec.zero_offload,
-                  .overlap_step = spec.zero_overlap_step}) {}
+                  .overlap_step = spec.zero_overlap_step,
+                  .sharded_masters = spec.zero3_masters}),
+        built_sharded_(!spec.zero3_masters.empty()) {}
 
   void set_grad_sync(bool sync) override {
     if (sync) {
@@ -258,6 +260,9 @@ class ZeroUpdate : public UpdateEngine {
                                           : "; masters and optimizer state offloaded to host "
                                             "memory, stepped there by the CPU Adam");
     std::string out = line;
+    if (built_sharded_)
+      out += "\n  zero: built sharded (zero.sharded_init): each parameter left this rank's pieces "
+             "in its shards as it was drawn, so no rank held the whole model";
     if (const parallel::zero::Stage3Params* s3 = zero_.stage3(); s3 && s3->chunked()) {
       // Where the parameter shards wait between uses (param_placement.h).
       const parallel::zero::Stage3Placement p = s3->placement();
@@ -307,6 +312,7 @@ class ZeroUpdate : public UpdateEngine {
   }
 
   parallel::zero::ShardedOptimizer zero_;
+  bool built_sharded_ = false;  // its masters came from a sharded build (zero_build.h)
   std::optional<parallel::zero::ShardedOptimizer::NoSyncGuard> no_sync_;
 };
 

@@ -108,6 +108,9 @@ struct UpdateEngineSpec {
   bool zero_overlap_step = false;       // offload, stages 2-3: the host steps during backward
   int64_t zero_bucket_bytes = 25 << 20;  // ZeRO's gradient buckets
   parallel::zero::Stage3Options zero3;  // stage 3: parameters kept gathered, prefetch depth
+  // Stage 3 after a sharded build (zero_build.h): this rank's master shards; empty: taken from
+  // the parameters.
+  std::vector<Tensor> zero3_masters;
 };
 
 // Collective over spec.grad_group (parameter broadcast, layout check).

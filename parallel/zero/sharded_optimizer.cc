@@ -38,6 +38,27 @@ Tensor flat(const Tensor& t) { return t.reshape({t.numel()}); }
 
 }  // namespace
 
+ZeroPlan plan_parameter_groups(const std::vector<Tensor>& params,
+                               const std::vector<optim::ParamGroup>& groups, int ranks,
+                               const ZeroPlanOptions& options) {
+  // The groups as indices into params, in the plain optimizer's order.
+  std::vector<std::vector<size_t>> group_index;
+  std::vector<int64_t> numels;
+  for (const Tensor& t : params) numels.push_back(t.numel());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    std::vector<size_t> idx;
+    for (const Tensor& p : groups[g].params) {
+      size_t k = 0;
+      while (k < params.size() && !params[k].is_same(p)) ++k;
+      TS_CHECK(k < params.size(), "zero", "expected group parameters among the named ones, got ",
+               p.describe(), " in group ", g);
+      idx.push_back(k);
+    }
+    group_index.push_back(std::move(idx));
+  }
+  return plan_zero(numels, group_index, ranks, options);
+}
+
 void check_zero_optimizer(const std::string& type, const std::string& key, int stage) {
   TS_CHECK(type == "sgd" || type == "adam" || type == "adamw", "config", key, " ", type,
            " with zero.stage ", stage, ": ", type,
@@ -103,25 +124,12 @@ ShardedOptimizer::ShardedOptimizer(NamedParams params, const std::vector<optim::
     tensors_.push_back(t);
   }
 
-  // The groups as indices into params_, in the plain optimizer's order.
-  std::vector<std::vector<size_t>> group_index;
-  std::vector<int64_t> numels;
-  for (const Tensor& t : tensors_) numels.push_back(t.numel());
-  size_t begin = 0;
-  for (size_t g = 0; g < groups.size(); ++g) {
-    std::vector<size_t> idx;
-    for (const Tensor& p : groups[g].params) {
-      size_t k = 0;
-      while (k < tensors_.size() && !tensors_[k].is_same(p)) ++k;
-      TS_CHECK(k < tensors_.size(), op, "expected group parameters among the named ones, got ",
-               p.describe(), " in group ", g);
-      idx.push_back(k);
-    }
+  plan_ = plan_parameter_groups(tensors_, groups, comm_->size(), options.plan);
+  size_t begin = 0;  // the plain optimizer numbers the parameters through the groups
+  for (const optim::ParamGroup& group : groups) {
     group_begin_.push_back(begin);
-    begin += idx.size();
-    group_index.push_back(std::move(idx));
+    begin += group.params.size();
   }
-  plan_ = plan_zero(numels, group_index, comm_->size(), options.plan);
 
   std::string layout =
       str_cat("zero stage=", options.stage, " cap=", options.bucket_cap_bytes,
@@ -143,12 +151,25 @@ ShardedOptimizer::ShardedOptimizer(NamedParams params, const std::vector<optim::
     pieces_.push_back(plan_.groups[g].pieces(comm_->rank()));
   }
 
+  // A sharded build (sharded_build.h) drew the parameters identically on every rank and kept only
+  // this rank's masters: the parameters are released already and there is nothing to broadcast.
+  const bool built_sharded = !options.sharded_masters.empty();
+  if (built_sharded) {
+    TS_CHECK(options.stage == 3, op,
+             "expected master shards from a sharded build only at stage 3 (it releases the "
+             "parameters), got stage ",
+             options.stage);
+    TS_CHECK(options.sharded_masters.size() == plan_.groups.size(), op,
+             "expected a master shard per group (", plan_.groups.size(), ") from the sharded "
+             "build, got ",
+             options.sharded_masters.size());
+  }
   if (options.stage == 1) {
     dp_ = std::make_unique<DataParallel>(
         params_, comm_,
         DataParallelOptions{.bucket_cap_bytes = options.bucket_cap_bytes,
                             .broadcast_parameters = options.broadcast_parameters});
-  } else if (options.broadcast_parameters && comm_->size() > 1) {
+  } else if (options.broadcast_parameters && comm_->size() > 1 && !built_sharded) {
     autograd::NoGradGuard no_grad;
     for (size_t g = 0; g < plan_.groups.size(); ++g) {
       Tensor buf = pack_group(g, comm_dtypes_[g]);
@@ -162,11 +183,20 @@ ShardedOptimizer::ShardedOptimizer(NamedParams params, const std::vector<optim::
   // creates its state beside them (on the host under offload).
   std::vector<optim::ParamGroup> shard_groups;
   for (size_t g = 0; g < plan_.groups.size(); ++g) {
-    Tensor shard =
-        zeros({plan_.groups[g].shard_numel}, {.dtype = DType::f32, .device = shard_device_});
-    for (const ShardPiece& pc : pieces_[g])
-      shard.narrow(0, pc.shard_offset, pc.numel)
-          .copy_(flat(tensors_[pc.param]).narrow(0, pc.param_offset, pc.numel));
+    Tensor shard;
+    if (built_sharded) {
+      shard = options.sharded_masters[g];
+      TS_CHECK(shard.dtype() == DType::f32 && shard.device() == shard_device_ &&
+                   shard.dim() == 1 && shard.numel() == plan_.groups[g].shard_numel,
+               op, "expected group ", g, "'s master shard from the sharded build as f32 (",
+               plan_.groups[g].shard_numel, ") on ", shard_device_.str(), ", got ",
+               shard.describe());
+    } else {
+      shard = zeros({plan_.groups[g].shard_numel}, {.dtype = DType::f32, .device = shard_device_});
+      for (const ShardPiece& pc : pieces_[g])
+        shard.narrow(0, pc.shard_offset, pc.numel)
+            .copy_(flat(tensors_[pc.param]).narrow(0, pc.param_offset, pc.numel));
+    }
     shard.set_requires_grad(true);
     shards_.push_back(shard);
     shard_groups.push_back(optim::ParamGroup{

@@ -100,7 +100,18 @@ struct ZeroOptions {
   Stage3Options stage3 = {};  // stage 3 only
   bool offload = false;       // masters, their gradients and optimizer state on the host (above)
   bool overlap_step = false;  // offload, stages 2 and 3: the host steps during backward (above)
+  // Stage 3 after a sharded build (sharded_build.h): this rank's f32 master shards, one per group
+  // on the shard device, drawn while the model was built; the parameters are released already.
+  // Empty: the masters are taken from the parameters (broadcast from rank 0 first).
+  std::vector<Tensor> sharded_masters;
 };
+
+// The ZeRO layout of `params` (the parameters in their named order) grouped as `groups` (each
+// parameter in exactly one) over `ranks` data ranks: the plan ShardedOptimizer builds from the
+// same arguments.
+ZeroPlan plan_parameter_groups(const std::vector<Tensor>& params,
+                               const std::vector<optim::ParamGroup>& groups, int ranks,
+                               const ZeroPlanOptions& options = {});
 
 class ShardedOptimizer {
  public:

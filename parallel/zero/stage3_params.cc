@@ -69,15 +69,13 @@ Stage3Params::Stage3Params(std::shared_ptr<Communicator> comm, const ZeroPlan& p
                "' in ", dtype_name(dtype), " like '", names_[slots[0].param], "', got ",
                params_[s.param].describe());
     mine_.push_back(plan.groups[g].pieces(comm_->rank()));
-    // f32 groups compute on their masters; 16-bit ones on a shard of their own, taken from the
-    // parameters (equal on every rank: broadcast before this).
-    Tensor shard = masters[g].detach();
-    if (dtype != DType::f32) {
-      shard = zeros({plan.groups[g].shard_numel}, {.dtype = dtype, .device = comm_->device()});
-      for (const ShardPiece& pc : mine_[g])
-        shard.narrow(0, pc.shard_offset, pc.numel)
-            .copy_(flat(params_[pc.param]).narrow(0, pc.param_offset, pc.numel));
-    }
+    // The compute shard: the master rounded to the parameters' dtype, which for values drawn or
+    // loaded in that dtype is exactly the parameters' own pieces (the parameters may be released
+    // already, by a sharded build).
+    const Tensor shard = masters[g].detach();
+    TS_CHECK(shard.dtype() == dtype && shard.numel() == plan.groups[g].shard_numel, op,
+             "expected group ", g, "'s compute shard in ", dtype_name(dtype), " (",
+             plan.groups[g].shard_numel, "), got ", shard.describe());
     // Without offload_params the shard is one chunk: the tensor itself (for f32 the master).
     // Otherwise chunks of their own, so that each can move alone.
     std::vector<Chunk> chunks;
@@ -114,6 +112,7 @@ Stage3Params::Stage3Params(std::shared_ptr<Communicator> comm, const ZeroPlan& p
                "' is released by ZeRO stage 3, whose optimizer is gone: it has no data");
       slot->self->materialize(p, storage);
     });
+    if (s.released()) continue;  // by a sharded build; it takes this materializer as it is
     if (options_.poison && s.device().is_cpu()) std::memset(s.data(), 0xFF, s.nbytes());
     s.release();
   }

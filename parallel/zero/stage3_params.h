@@ -80,8 +80,9 @@ struct Stage3Placement {
 class Stage3Params {
  public:
   // Not collective. params: the parameters (equal on every rank, contiguous, each owning its whole
-  // storage, each group of one dtype); masters[g]: this rank's f32 master shard of group g. The
-  // compute shards are taken from the parameters, which are then released.
+  // storage, each group of one dtype); masters[g]: this rank's shard of group g in the parameters'
+  // dtype (its f32 masters rounded), which becomes the compute shard. The parameters are then
+  // released (a sharded build, sharded_build.h, released them already).
   Stage3Params(std::shared_ptr<Communicator> comm, const ZeroPlan& plan, std::vector<Tensor> params,
                std::vector<std::string> names, const std::vector<Tensor>& masters,
                const Stage3Options& options = {});

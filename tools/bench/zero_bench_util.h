@@ -22,12 +22,17 @@ inline double max_over(parallel::Communicator& group, double v) {
 
 // ZeRO `stage` over `world` for `model`, with AdamW (lr 1e-4, weight decay 0.1); the caller sets
 // offload, placement and bucket sizes.
+// The parameter groups of zero_adamw_spec: weight decay 0.1 except biases and norms.
+inline std::vector<optim::ParamGroup> zero_adamw_groups(const nn::Module& model) {
+  return optim::param_groups_with_decay(model.named_parameters(), 0.1);
+}
+
 inline train::UpdateEngineSpec zero_adamw_spec(nn::Module& model,
                                                const std::shared_ptr<parallel::Communicator>& world,
                                                int stage) {
   train::UpdateEngineSpec spec;
   spec.model = &model;
-  spec.groups = optim::param_groups_with_decay(model.named_parameters(), 0.1);
+  spec.groups = zero_adamw_groups(model);
   spec.optimizer = {{"type", "adamw"}, {"lr", 1e-4}, {"weight_decay", 0.1}};
   spec.grad_group = world;
   spec.zero_stage = stage;

@@ -12,6 +12,8 @@
 #include "models/gpt/gpt.h"
 #include "models/nn/build_context.h"
 #include "models/train/update_engine.h"
+#include "models/train/zero_build.h"
+#include "parallel/zero/offload.h"
 #include "tools/bench/table.h"
 #include "tools/bench/zero_bench_util.h"
 
@@ -25,7 +27,8 @@ constexpr int kSteps = 2;  // the first step creates the optimizer state; the se
 struct Fit {
   int64_t layers = 0;
   int64_t psi = 0;          // parameters
-  int64_t device_peak = 0;  // bytes, busiest rank
+  int64_t device_peak = 0;  // bytes, busiest rank: the build and the steps
+  int64_t build_peak = 0;   // bytes, busiest rank: the build alone
 };
 
 // The parameter count of `layers` blocks (attention 4 C^2 + 4 C, MLP 8 C^2 + 5 C, two norms 4 C)
@@ -46,34 +49,47 @@ int64_t host_available() {
   return 0;
 }
 
-// Builds the GPT with `layers` blocks, trains kSteps f32 AdamW steps under ZeRO stage 3 (with
-// offload and every parameter chunk on the host when `offload`) and returns the device's peak
-// from before the build (the whole model exists on each rank until the engine shards it: that
-// build peak is left out, see the notes) to the last step's end.
+// Builds the GPT with `layers` blocks by ZeRO stage 3's sharded build (no rank holds it whole),
+// trains kSteps f32 AdamW steps under stage 3 (with offload and every parameter chunk on the host
+// when `offload`) and returns the device's peak from before the build to the last step's end.
 Fit measure(const DeviceLimitSearch& s, int64_t layers, bool offload,
             const std::shared_ptr<Communicator>& world) {
   gpt::GPTConfig config = s.config;
   config.n_layers = layers;
   const int64_t start = memory_stats(kCPU).current_bytes;
+  reset_peak_memory(kCPU);
   Fit fit{.layers = layers};
   {
-    Generator gen(1234);
-    gpt::GPT model(config, nn::BuildContext(gen));
-    for (const Tensor& p : model.parameters()) fit.psi += p.numel();
+    std::unique_ptr<gpt::GPT> model;
+    const std::vector<Tensor> masters = train::build_sharded(
+        {.groups = [](const nn::Module& m) { return zero_adamw_groups(m); },
+         .ranks = world->size(),
+         .rank = world->rank(),
+         .shard_device = offload ? parallel::zero::offload_host_device(kCPU) : kCPU},
+        [&]() -> const nn::Module& {
+          model.reset();
+          Generator gen(1234);
+          model = std::make_unique<gpt::GPT>(config, nn::BuildContext(gen));
+          return *model;
+        });
+    fit.build_peak = memory_stats(kCPU).peak_bytes - start;
+    for (const Tensor& p : model->parameters()) fit.psi += p.numel();
     Generator data(100 + uint64_t(world->rank()));
     const Tensor ids =
         randint(0, config.vocab_size, {s.batch, s.seq + 1}, {.dtype = DType::i64}, &data);
     const Tensor x = ids.narrow(1, 0, s.seq).contiguous();
     const Tensor y = ids.narrow(1, 1, s.seq).contiguous();
-    train::UpdateEngineSpec spec = zero_adamw_spec(model, world, 3);
+    train::UpdateEngineSpec spec = zero_adamw_spec(*model, world, 3);
+    spec.zero3_masters = masters;
     spec.zero_offload = offload;
     if (offload) spec.zero3.placement = {.policy = "static", .host_fraction = 1.0};
     std::unique_ptr<train::UpdateEngine> engine = train::make_update_engine(spec);
+    fit.device_peak = fit.build_peak;
     for (int i = 0; i < kSteps; ++i) {
       reset_peak_memory(kCPU);
       engine->set_grad_sync(true);
       {
-        Tensor loss = model.loss(x, y);
+        Tensor loss = model->loss(x, y);
         autograd::backward({loss});
       }
       engine->finish_gradients();
@@ -83,6 +99,7 @@ Fit measure(const DeviceLimitSearch& s, int64_t layers, bool offload,
     }
   }
   fit.device_peak = int64_t(max_over(*world, double(fit.device_peak)));
+  fit.build_peak = int64_t(max_over(*world, double(fit.build_peak)));
   if (world->rank() == 0) {  // progress: a large candidate takes a while to build and train
     std::printf("  %s, %lld layers (%.1fM parameters): device peak %.1f MB\n",
                 offload ? "stage 3 + offload + offload_params" : "stage 3",
@@ -102,11 +119,9 @@ struct Largest {
 Largest search_largest(const DeviceLimitSearch& s, bool offload,
                        const std::shared_ptr<Communicator>& world, int64_t host_budget) {
   Largest out;
-  // Every rank builds the whole f32 model before ZeRO shards it, and the host keeps the 16 bytes
-  // per parameter of model state (f32 AdamW) across the ranks.
-  auto host_fits = [&](int64_t layers) {
-    return psi_of(s.config, layers) * (16 + 4 * int64_t(world->size())) <= host_budget;
-  };
+  // The host keeps the 16 bytes per parameter of model state (f32 AdamW) across the ranks; the
+  // sharded build adds one parameter per rank, not the whole model.
+  auto host_fits = [&](int64_t layers) { return psi_of(s.config, layers) * 16 <= host_budget; };
   auto under = [&](int64_t layers) {
     const Fit f = measure(s, layers, offload, world);
     (f.device_peak <= s.device_limit ? out.fit : out.too_large) = f;
@@ -155,9 +170,10 @@ void print_largest_under_limit(const DeviceLimitSearch& s,
   // Half of what the host has free, agreed over the ranks (they share it on one host).
   const int64_t host_budget =
       int64_t(-max_over(*world, -double(host_available()))) / 2;
-  Table table({"placement", "N", "largest layers", "parameters (M)", "device peak (MB)",
-               "next measured: layers, peak (MB)", "stopped by", "parameters / stage 3"});
-  for (size_t c = 1; c < 8; ++c) table.align_right(c);
+  Table table({"placement", "N", "largest layers", "parameters (M)", "whole f32 model (MB)",
+               "build peak (MB)", "device peak (MB)", "next measured: layers, peak (MB)",
+               "stopped by", "parameters / stage 3"});
+  for (size_t c = 1; c < 10; ++c) table.align_right(c);
   double base = 0;
   for (bool offload : {false, true}) {
     const Largest l = search_largest(s, offload, world, host_budget);
@@ -166,7 +182,8 @@ void print_largest_under_limit(const DeviceLimitSearch& s,
     table.add_row(
         {offload ? "stage 3 + offload + offload_params" : "stage 3",
          std::to_string(world->size()), l.fit ? std::to_string(l.fit->layers) : "none",
-         format_number(psi / 1e6, 1), l.fit ? mb(l.fit->device_peak) : "-",
+         format_number(psi / 1e6, 1), mb(int64_t(psi) * 4), l.fit ? mb(l.fit->build_peak) : "-",
+         l.fit ? mb(l.fit->device_peak) : "-",
          l.too_large ? std::to_string(l.too_large->layers) + ", " + mb(l.too_large->device_peak)
                      : "-",
          l.bound.empty() ? "the device limit" : l.bound,
@@ -182,11 +199,12 @@ void print_largest_under_limit(const DeviceLimitSearch& s,
       "parameter on the device; with offload and offload_params the device holds only the step's "
       "working set (gathered parameters, activations, gradients in flight), so the layers' "
       "activations bound it.\n"
-      "- Not counted: the model is built whole on every rank before ZeRO shards it (there is no "
-      "sharded or lazy initialisation yet), a transient peak of 4 bytes per parameter on the "
-      "device at the start of a run.\n"
-      "- The search also stops where every rank's whole model (4 B/Psi each) and the 16 B/Psi of "
-      "model state would pass half of this host's free memory; the ratio is then a lower bound.\n",
+      "- The model is built by ZeRO stage 3's sharded build (zero.sharded_init): each parameter "
+      "leaves this rank's pieces in its shards as it is drawn, so the build peak (busiest rank's "
+      "device, the build alone) stays near one parameter plus the shards, far below the whole "
+      "f32 model.\n"
+      "- The search also stops where the 16 B/Psi of model state would pass half of this host's "
+      "free memory; the ratio is then a lower bound.\n",
       mb(s.device_limit).c_str(), static_cast<long long>(s.config.d_model),
       static_cast<long long>(s.config.n_heads), static_cast<long long>(s.config.vocab_size),
       static_cast<long long>(s.batch), static_cast<long long>(s.seq), table.render().c_str(),

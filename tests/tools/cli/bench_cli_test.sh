@@ -115,8 +115,10 @@ grep -qE "^\| stage 3 +\| +2 \| +6\.00 \| +0\.00 \|" "$LOG" &&
 grep -qE "^\| stage 3 \+ offload \+ overlap_step, 2 MiB buckets +\| +2 \| +2\.00 \| +6\.00 \|" "$LOG" &&
   echo "ok: bench zero, the overlapped step's row" ||
   fail "expected the overlapped offload step's row with offload's 2 / 6 bytes per parameter"
-# The largest GPT under a device limit: each size is trained; offload and offload_params fit more
-# layers than stage 3, every fitting size's peak is under the limit and the next one's above it.
+# The largest GPT under a device limit: each size is built by the sharded build and trained;
+# offload and offload_params fit more layers than stage 3, every fitting size's peak is under the
+# limit and the next one's above it, and no build held the whole model (offloaded: under a quarter
+# of it, the masters being on the host).
 mpi 2 240 "$tessera" bench zero --model gpt-tiny --batch 1 --seq 16 --device-limit 6M \
   --max-layers 16 --threads 1
 expect_ok "bench zero --device-limit" "## The largest GPT under a device limit of 6.00 MB"
@@ -124,17 +126,19 @@ if python3 - "$LOG" <<'PY'
 import re, sys
 rows = {}
 for line in open(sys.argv[1]):
-    m = re.match(r"\| (stage 3[^|]*?) +\| +2 \| +(\d+) \| +[0-9.]+ \| +([0-9.]+) \| +(\d+), ([0-9.]+) \| +the device limit \|", line)
+    m = re.match(r"\| (stage 3[^|]*?) +\| +2 \| +(\d+) \| +[0-9.]+ \| +([0-9.]+) \| +([0-9.]+) \| +([0-9.]+) \| +(\d+), ([0-9.]+) \| +the device limit \|", line)
     if m:
-        rows[m.group(1)] = (int(m.group(2)), float(m.group(3)), int(m.group(4)), float(m.group(5)))
+        rows[m.group(1)] = (int(m.group(2)), float(m.group(5)), int(m.group(6)), float(m.group(7)),
+                            float(m.group(3)), float(m.group(4)))
 plain, off = rows.get("stage 3"), rows.get("stage 3 + offload + offload_params")
 ok = plain and off and 1 <= plain[0] < off[0] and all(
-    r[1] <= 6.0 < r[3] and r[2] == r[0] + 1 for r in (plain, off))
+    r[1] <= 6.0 < r[3] and r[2] == r[0] + 1 for r in (plain, off)) and (
+    plain[5] < plain[4] and off[5] < off[4] / 4)
 print(rows)
 sys.exit(0 if ok else 1)
 PY
-then echo "ok: bench zero --device-limit: offload fits more layers, each search ends at the limit"
-else fail "bench zero --device-limit: expected both rows, offload above stage 3, peaks at the limit"; fi
+then echo "ok: bench zero --device-limit: offload fits more layers, each search ends at the limit, no build holds the whole model"
+else fail "bench zero --device-limit: expected both rows, offload above stage 3, peaks at the limit, builds below the whole model"; fi
 mpi 2 60 "$tessera" bench zero --precision f16
 expect_error "bench zero usage error" "expected --precision f32, bf16 or both"
 

@@ -4,7 +4,9 @@
 # f32, f16 (dynamic loss scaling) and bf16, and under tensor parallelism (tp 2 x dp 2); stage 3's
 # evaluation and end-of-run sample equal stage 0's (every rank gathers the parameters they read);
 # stage-2 and stage-3 checkpoints resume under stage 0 and a stage-0 one under stages 2 and 3 with
-# the uninterrupted run's next losses (f32 and bf16), and a tp 2 x dp 2 stage-2 checkpoint resumes
+# the uninterrupted run's next losses (f32 and bf16); stage 3's sharded build (the default: no
+# rank holds the whole model) trains as the whole build does, bit for bit (f32 and bf16); a tp 2 x
+# dp 2 stage-2 checkpoint resumes
 # on dp 2; offload (masters and optimizer state on the host, stepped by the CPU Adam) gives the
 # same losses under stages 1 and 3, the overlapped offload step (stages 2 and 3, stepping during
 # backward) the step-after-backward's losses bit for bit, and so does parameter offload (static and
@@ -119,7 +121,7 @@ expect_error "a device limit below the warm-up's peak" "zero.device_memory_limit
 
 # Stage 3 with its evaluation and the end-of-run sample: both read the parameters, so every rank
 # gathers them in step (a sample on rank 0 alone would hang); they print what stage 0 prints.
-train s3 2 "zero: stage 3 over 2 data ranks" --set zero.stage=3 --set train.sample_tokens=16 \
+train s3 2 "built sharded (zero.sharded_init)" --set zero.stage=3 --set train.sample_tokens=16 \
   --set checkpoint.dir="$work/ck-s3"
 after_training s3
 compare "stage 0 vs stage 3" "$work/s0.jsonl" "$work/s3.jsonl" 1e-5
@@ -130,6 +132,12 @@ grep -q "^sample (temperature" "$work/s3.txt" && cmp -s "$work/s0.txt" "$work/s3
 # a pointer to a parameter past the gather of another (a released parameter's bytes are NaN).
 train s3-k2 2 "zero: stage 3" --set zero.stage=3 --set zero.live_params=2 --set zero.prefetch=3
 compare "stage 0 vs stage 3 (live_params 2, prefetch 3)" "$work/s0.jsonl" "$work/s3-k2.jsonl" 1e-5
+# Stage 3 builds the model sharded by default (no rank holds it whole: each parameter leaves this
+# rank's pieces as it is drawn); built whole and then sharded, it trains the same, bit for bit.
+train s3-whole 2 "zero: stage 3" --set zero.stage=3 --set zero.sharded_init=false
+grep -q "built sharded" "$LOG" && fail "zero.sharded_init false still built sharded" ||
+  echo "ok: zero.sharded_init false builds the model whole"
+compare "stage 3: sharded build vs whole build" "$work/s3.jsonl" "$work/s3-whole.jsonl" 0
 # BERT (its MLM decoder tied to the word embeddings) and ViT, bf16, with their evaluations.
 for model in bert vit; do
   small=(--config "$configs/$model-tiny.json" --set model.n_layers=2 --set model.d_model=32
@@ -159,6 +167,10 @@ for dtype in f16 bf16; do
     --set checkpoint.dir="$work/ck-$dtype-s3"
   compare "$dtype: stage 0 vs stage 3" "$work/$dtype-s0.jsonl" "$work/$dtype-s3.jsonl" 1e-5
 done
+# The sharded build rounds each parameter to bf16 as it is drawn, as the whole build does after.
+train bf16-s3-whole 2 "zero: stage 3" --set precision.dtype=bf16 --set zero.stage=3 \
+  --set zero.sharded_init=false
+compare "bf16 stage 3: sharded build vs whole build" "$work/bf16-s3.jsonl" "$work/bf16-s3-whole.jsonl" 0
 train bf16-s1 2 "zero: stage 1" --set precision.dtype=bf16 --set zero.stage=1
 compare "bf16: stage 0 vs stage 1" "$work/bf16-s0.jsonl" "$work/bf16-s1.jsonl" 1e-5
 
@@ -219,6 +231,8 @@ compare "next losses: tp 2 x dp 2 stage-2 checkpoint on dp 2 stage 0" "$work/tp2
 
 mpi 2 60 "$tessera" train --config "$cfg" --set zero.stage=2 --set zero.prefetch=2
 expect_error "stage 3's prefetch under stage 2" "zero.prefetch is a ZeRO stage 3 setting" 30
+mpi 2 60 "$tessera" train --config "$cfg" --set zero.stage=2 --set zero.sharded_init=true
+expect_error "the sharded build under stage 2" "zero.sharded_init is a ZeRO stage 3 setting" 30
 mpi 2 60 "$tessera" train --config "$cfg" --set zero.stage=1 --set zero.offload=true \
   --set optimizer.type=sgd
 expect_error "offload with sgd" "optimizer.type sgd with zero.offload" 30
