@@ -37,44 +37,66 @@ void check_divisible(const char* op, const Tensor& x, int64_t d, const CommPtr& 
            group->name(), "', got ", x.size(d));
 }
 
-// x all-gathered along d: the ranks' x, in rank order, joined along d.
-Tensor all_gather_along(const Tensor& x, int64_t d, Communicator& comm) {
-  const int64_t p = comm.size();
-  Shape buffer_shape = x.shape();  // (p, *x.shape): what the collective writes, rank-major
-  buffer_shape.insert(buffer_shape.begin(), p);
-  Tensor buffer = empty(buffer_shape, {.dtype = x.dtype(), .device = x.device()});
-  comm.all_gather(x.contiguous(), buffer)->wait();
-  Shape out_shape = x.shape();
+// x's p chunks along d, rank-major and contiguous (chunk r first for rank r): what reduce_scatter
+// and all_to_all send. Along dim 0 that is x itself.
+Tensor rank_major_chunks(const Tensor& x, int64_t d, int64_t p) {
+  Tensor in = x.contiguous();
+  if (d == 0) return in;
+  // (s0, .., p * n, ..) -> (s0, .., p, n, ..) -> (p, s0, .., n, ..), contiguous: rank-major.
+  Shape split_shape = x.shape();
+  split_shape[size_t(d)] /= p;
+  split_shape.insert(split_shape.begin() + d, p);
+  std::vector<int64_t> perm{d};
+  for (int64_t i = 0; i <= x.dim(); ++i)
+    if (i != d) perm.push_back(i);
+  return in.view(split_shape).permute(perm).contiguous();
+}
+
+// A rank-major buffer (p, s0, .., sd, ..) of the ranks' chunks joined along d: (s0, .., p sd, ..).
+// What all_gather and all_to_all receive.
+Tensor join_rank_major(const Tensor& buffer, int64_t d) {
+  const int64_t p = buffer.size(0);
+  Shape out_shape(buffer.shape().begin() + 1, buffer.shape().end());
   out_shape[size_t(d)] *= p;
   if (d == 0) return buffer.view(out_shape);
   // (p, s0, .., sd, ..) -> (s0, .., p, sd, ..), then p and sd merge into one dim.
   std::vector<int64_t> perm;
   for (int64_t i = 1; i <= d; ++i) perm.push_back(i);
   perm.push_back(0);
-  for (int64_t i = d + 1; i <= x.dim(); ++i) perm.push_back(i);
+  for (int64_t i = d + 1; i < buffer.dim(); ++i) perm.push_back(i);
   return buffer.permute(perm).contiguous().view(out_shape);
+}
+
+// (p, *shape): a buffer for p chunks of `shape`, like x.
+Tensor rank_major_buffer(const Tensor& x, Shape shape, int64_t p) {
+  shape.insert(shape.begin(), p);
+  return empty(shape, {.dtype = x.dtype(), .device = x.device()});
+}
+
+// x all-gathered along d: the ranks' x, in rank order, joined along d.
+Tensor all_gather_along(const Tensor& x, int64_t d, Communicator& comm) {
+  Tensor buffer = rank_major_buffer(x, x.shape(), comm.size());
+  comm.all_gather(x.contiguous(), buffer)->wait();
+  return join_rank_major(buffer, d);
 }
 
 // The sum over ranks of x, this rank's chunk along d.
 Tensor reduce_scatter_along(const Tensor& x, int64_t d, Communicator& comm) {
-  const int64_t p = comm.size();
-  const int64_t n = x.size(d) / p;
-  Tensor in = x.contiguous();
-  if (d != 0) {
-    // (s0, .., p * n, ..) -> (s0, .., p, n, ..) -> (p, s0, .., n, ..), contiguous: rank-major.
-    Shape split_shape = x.shape();
-    split_shape[size_t(d)] = n;
-    split_shape.insert(split_shape.begin() + d, p);
-    std::vector<int64_t> perm{d};
-    for (int64_t i = 0; i <= x.dim(); ++i)
-      if (i != d) perm.push_back(i);
-    in = in.view(split_shape).permute(perm).contiguous();
-  }
   Shape out_shape = x.shape();
-  out_shape[size_t(d)] = n;
+  out_shape[size_t(d)] /= comm.size();
   Tensor out = empty(out_shape, {.dtype = x.dtype(), .device = x.device()});
-  comm.reduce_scatter(in, out)->wait();
+  comm.reduce_scatter(rank_major_chunks(x, d, comm.size()), out)->wait();
   return out;
+}
+
+// x's chunks along split to the ranks in order; the chunks received joined along concat.
+Tensor all_to_all_along(const Tensor& x, int64_t split, int64_t concat, Communicator& comm) {
+  const int64_t p = comm.size();
+  Shape chunk = x.shape();
+  chunk[size_t(split)] /= p;
+  Tensor buffer = rank_major_buffer(x, chunk, p);  // chunk i from rank i
+  comm.all_to_all(rank_major_chunks(x, split, p), buffer)->wait();
+  return join_rank_major(buffer, concat);
 }
 
 // What every region node shares: its group, the dim it splits or joins along, and the dtype of
@@ -82,6 +104,7 @@ Tensor reduce_scatter_along(const Tensor& x, int64_t d, Communicator& comm) {
 struct RegionNode : Node {
   CommPtr group;
   int64_t dim = 0;
+  int64_t concat_dim = 0;  // all_to_all_to_region's second dim (the one it joins along)
   bool always_run() const override { return true; }
   Tensor grad_of_output(std::vector<Tensor>& grads) const {
     Tensor g = std::move(grads[0]);
@@ -131,12 +154,21 @@ struct AllGatherToRegionBackward final : RegionNode {
   }
 };
 
+struct AllToAllToRegionBackward final : RegionNode {
+  std::string name() const override { return "AllToAllToRegionBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    return {all_to_all_to_region(grad_of_output(grads), concat_dim, dim, group)};
+  }
+};
+
 // Wires `out` to a new N node over x when x requires grad; returns out either way.
 template <typename N>
-Tensor with_history(const Tensor& x, Tensor out, const CommPtr& group, int64_t dim = 0) {
+Tensor with_history(const Tensor& x, Tensor out, const CommPtr& group, int64_t dim = 0,
+                    int64_t concat_dim = 0) {
   if (auto node = autograd::make_node<N>({&x})) {
     node->group = group;
     node->dim = dim;
+    node->concat_dim = concat_dim;
     autograd::set_history(out, node);
     node->record_output(out);
   }
@@ -192,6 +224,17 @@ Tensor all_gather_to_region(const Tensor& x, int64_t dim, const CommPtr& group) 
   check_input("all_gather_to_region", x, group);
   const int64_t d = region_dim("all_gather_to_region", x, dim);
   return with_history<AllGatherToRegionBackward>(x, all_gather_along(x, d, *group), group, d);
+}
+
+Tensor all_to_all_to_region(const Tensor& x, int64_t split_dim, int64_t concat_dim,
+                            const CommPtr& group) {
+  if (is_identity(group)) return x;
+  check_input("all_to_all_to_region", x, group);
+  const int64_t split = region_dim("all_to_all_to_region", x, split_dim);
+  const int64_t concat = region_dim("all_to_all_to_region", x, concat_dim);
+  check_divisible("all_to_all_to_region", x, split, group);
+  return with_history<AllToAllToRegionBackward>(x, all_to_all_along(x, split, concat, *group),
+                                                group, split, concat);
 }
 
 }  // namespace tessera::parallel::tensor

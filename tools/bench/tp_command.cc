@@ -272,8 +272,8 @@ void print_section(const std::string& title, const TpMeasured& serial,
       "- sent/rank: bytes the busiest rank sends per step, summed over every group of the layout "
       "(1D the tensor group; 2D the grid's rows and columns, 2.5D also its depth; 3D the cube's "
       "input, weight and output groups) by their counters: a ring all-reduce sends floor(2(P-1)/P "
-      "x payload) per call, an all-gather or reduce-scatter floor((P-1)/P x payload), a "
-      "broadcast's root the payload, a reduce's non-roots the payload. predicted: "
+      "x payload) per call, an all-gather, reduce-scatter or all-to-all floor((P-1)/P x payload), "
+      "a broadcast's root the payload, a reduce's non-roots the payload. predicted: "
       "tools/bench/tp_plan.cc; vs 1d: the ratio to the 1D row (\"-\" where 1D does not fit).\n");
   for (const auto& [mode, run] : runs) {
     const CommCounter got = run.m.step.total();
@@ -415,7 +415,7 @@ int bench_tp(const std::shared_ptr<Communicator>& world, const Args& a) {
                           "and target logit: 3 x B x T floats)",
                  .edges = "Outside the blocks the step adds the GPT's edges (tp_plan.h, "
                           "plan_gpt_edges): the vocab-parallel token embedding's partial rows, "
-                          "the position table's columns, ln_f, the tied LM head's product (SUMMA "
+                          "the T position rows used, ln_f, the tied LM head's product (SUMMA "
                           "under 2D / 2.5D, a Linear3D C -> V under 3D), the loss's statistics, "
                           "and under 2.5D the embedding tables' depth gradient sums."},
                 [&](const nn::BuildContext& b) { return measure_tp_step(a.shape, config, b); });

@@ -50,7 +50,8 @@ void broadcast_steps(VolumePlan& plan, bool backward, int q, int64_t bytes, bool
 void reduce_steps(VolumePlan& plan, bool backward, int q, int64_t bytes, bool param) {
   add(plan, backward, q, q * bytes, (q - 1) * bytes, param);
 }
-// An all-gather (payload: the gathered tensor) or reduce-scatter (the input) on q ranks.
+// An all-gather (payload: the gathered tensor), reduce-scatter or all-to-all (the input) on q
+// ranks.
 void gather_or_scatter(VolumePlan& plan, bool backward, int q, int64_t payload, bool param) {
   add(plan, backward, 1, payload, (q - 1) * payload / q, param);
 }
@@ -143,13 +144,13 @@ void gpt_edges_1d(VolumePlan& plan, int64_t batch, int64_t seq, int64_t c, int p
 
 // 2D / 2.5D edges on the q x q grid of depth d (models/nn/parallel/vocab_2d.h, layer_norm_2d.h,
 // parallel/tensor/vocab_cross_entropy_2d.h). n = B / (d q) x T rows per rank, V' = V padded to a
-// multiple of q^2, L = context_length; bytes of f32 ("sent": this rank's, as the counters count).
+// multiple of q^2; bytes of f32 ("sent": this rank's, as the counters count).
 //   token embedding  each depth layer looks up its B / d sequences, (B / d, T, C / q) partial rows,
 //                    reduce-scattered over the column group forward and all-gathered backward:
 //                    2 x (q-1)/q x 4 B/d T C/q sent
-//   positions        the whole table's columns (L, C / q^2), all-gathered over the column group
-//                    to (L, C / q) forward and reduce-scattered backward: 2 x (q-1)/q x 4 L C/q
-//                    (the table, whatever T is)
+//   positions        the T rows looked up in the shard (T, C / q^2), all-gathered over the
+//                    column group to (T, C / q) forward and reduce-scattered backward:
+//                    2 x (q-1)/q x 4 T C/q (the rows the step uses, not the table's L)
 //   ln_f             one LayerNorm2D on n rows (as a block's)
 //   LM head          summa_abt(x, W) with W's block w = 4 V'/q x C/q bytes, the logits' block
 //                    l = 4 n V'/q bytes: forward column q broadcasts of w (w sent), row q reduces
@@ -159,19 +160,20 @@ void gpt_edges_1d(VolumePlan& plan, int64_t batch, int64_t seq, int64_t c, int p
 //   cross-entropy    row all-reduces of n floats (max) and 2n (sum-exp, target logit), 2 (q-1)/q
 //                    x 4 x 3n sent; then the chunk sums, one float over the batch group of d q
 //                    ranks: floor(2 (dq-1)/(dq) x 4)
-//   2.5D (d > 1)     backward, over the depth group: the token table's block gradient w twice
-//                    (the lookup and the head each take depth_replica of it, tied or not) and the
-//                    position shard's 4 L C/q^2: 2 (d-1)/d of each
+//   2.5D (d > 1)     backward, over the depth group: the token table's block gradient w, once
+//                    when tied (the lookup and the head share one depth replica, so their
+//                    gradients meet before the sum), twice when not, and the looked-up position
+//                    rows' 4 T C/q^2: 2 (d-1)/d of each
 void gpt_edges_2d(VolumePlan& plan, const SchemeLayout& s, const gpt::GPTConfig& config,
                   int64_t batch, int64_t seq) {
   const int q = s.q, d = s.depth;
-  const int64_t c = config.d_model, v = config.vocab_size, len = config.context_length;
+  const int64_t c = config.d_model, v = config.vocab_size;
   const int64_t n = batch / (int64_t(d) * q) * seq;
   const int64_t v_pad = (v + int64_t(q) * q - 1) / (int64_t(q) * q) * (int64_t(q) * q);
   const int64_t lookup = batch / d * seq * (c / q) * kF32;  // (B / d, T, C / q)
   gather_or_scatter(plan, kFwd, q, lookup, kAct);
   gather_or_scatter(plan, kBwd, q, lookup, kAct);
-  const int64_t positions = len * (c / q) * kF32;  // (L, C / q)
+  const int64_t positions = seq * (c / q) * kF32;  // (T, C / q)
   gather_or_scatter(plan, kFwd, q, positions, kParam);
   gather_or_scatter(plan, kBwd, q, positions, kParam);
   layer_norm_2d(plan, q, d, n, c);
@@ -186,9 +188,9 @@ void gpt_edges_2d(VolumePlan& plan, const SchemeLayout& s, const gpt::GPTConfig&
   all_reduce(plan, kFwd, q, 2 * n * kF32, kAct);
   all_reduce(plan, kFwd, d * q, kF32, kAct);
   if (d > 1) {
-    all_reduce(plan, kBwd, d, w, kParam);  // the lookup's depth_replica
-    all_reduce(plan, kBwd, d, w, kParam);  // the head's
-    all_reduce(plan, kBwd, d, len * (c / q / q) * kF32, kParam);
+    // The token table's: the lookup's and the head's shared replica, or one each when untied.
+    for (int i = 0; i < (config.tie_embeddings ? 1 : 2); ++i) all_reduce(plan, kBwd, d, w, kParam);
+    all_reduce(plan, kBwd, d, seq * (c / q / q) * kF32, kParam);  // the position rows (T, C/q^2)
   }
 }
 
@@ -201,15 +203,15 @@ void uncounted_all_reduce(VolumePlan& plan, int p, int64_t payload) {
 
 // 3D edges on the q^3 cube (models/nn/parallel/vocab_3d.h, layer_norm_3d.h,
 // parallel/tensor/matmul_3d.h, vocab_cross_entropy_3d.h), every group q ranks. n = B / q x T rows
-// per rank, L = context_length; bytes of f32.
-//   token embedding  every rank looks up the whole batch's B T ids in its table piece: the partial
-//                    rows (B, T, C / q^2) all-reduced over the input group forward and backward
-//                    (2 x 2 (q-1)/q x 4 B T C/q^2), then all-gathered over the weight group to
-//                    (B, T, C / q) forward and reduce-scattered backward (2 x (q-1)/q x 4 B T C/q);
-//                    the rank keeps its batch chunk (B / q) of that, so both collectives carry q
-//                    times the rows the rank needs (the layer's choice, priced as it is)
-//   positions        the table's columns (L, C / q^3) all-gathered over the weight group to
-//                    (L, C / q^2) forward, reduce-scattered backward: 2 x (q-1)/q x 4 L C/q^2
+// per rank; bytes of f32.
+//   token embedding  every rank looks up the whole batch's B T ids in its table piece, partial
+//                    rows (B, T, C / q^2): all-to-all over the weight group (each rank gets its
+//                    batch chunk of the feature block, (B / q, T, C / q), as many bytes), then
+//                    reduce-scattered over the input group to (B / q, T, C / q^2); backward the
+//                    all-gather and the all-to-all back: 4 x (q-1)/q x 4 B T C/q^2
+//   positions        the T rows looked up in the shard (T, C / q^3) all-gathered over the weight
+//                    group to (T, C / q^2) forward, reduce-scattered backward:
+//                    2 x (q-1)/q x 4 T C/q^2
 //   ln_f             one LayerNorm3D on n rows (as a block's)
 //   LM head          linear_3d C -> V without a bias on n rows: x 4 n C/q, w 4 V/q x C/q,
 //                    y 4 n V/q, each gathered or scattered once each way, (q-1)/q of it
@@ -220,15 +222,17 @@ void uncounted_all_reduce(VolumePlan& plan, int p, int64_t payload) {
 void gpt_edges_3d(VolumePlan& plan, const SchemeLayout& s, const gpt::GPTConfig& config,
                   int64_t batch, int64_t seq) {
   const int q = s.q;
-  const int64_t c = config.d_model, v = config.vocab_size, len = config.context_length;
+  const int64_t c = config.d_model, v = config.vocab_size;
   const int64_t n = batch / q * seq, whole = batch * seq;
-  const int64_t partial = whole * (c / q / q) * kF32;  // (B, T, C / q^2)
-  all_reduce(plan, kFwd, q, partial, kAct);
-  all_reduce(plan, kBwd, q, partial, kAct);
-  const int64_t block = whole * (c / q) * kF32;  // (B, T, C / q)
-  gather_or_scatter(plan, kFwd, q, block, kAct);
-  gather_or_scatter(plan, kBwd, q, block, kAct);
-  const int64_t positions = len * (c / q / q) * kF32;  // (L, C / q^2)
+  // (B, T, C / q^2) partial rows, and their all-to-all (B / q, T, C / q): the same bytes, each
+  // the payload of one collective each way (all-to-all: its input; reduce-scatter: its input;
+  // all-gather: its output).
+  const int64_t partial = whole * (c / q / q) * kF32;
+  for (bool backward : {kFwd, kBwd}) {
+    gather_or_scatter(plan, backward, q, partial, kAct);  // the weight group's all-to-all (back)
+    gather_or_scatter(plan, backward, q, partial, kAct);  // the input group's reduce-scatter (AG)
+  }
+  const int64_t positions = seq * (c / q / q) * kF32;  // (T, C / q^2)
   gather_or_scatter(plan, kFwd, q, positions, kParam);
   gather_or_scatter(plan, kBwd, q, positions, kParam);
   layer_norm_3d(plan, q, n, c);

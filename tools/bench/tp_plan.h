@@ -100,22 +100,23 @@ VolumePlan plan_1d_gpt_step(const gpt::GPTConfig& config, int64_t batch, int64_t
 VolumePlan plan_block(const SchemeLayout& layout, int64_t batch, int64_t seq, int64_t d_model);
 // What a GPT step moves outside its blocks (the token and position embeddings, ln_f, the tied
 // vocab-parallel LM head and the vocab-parallel cross-entropy), forward + backward, exchanges 2
-// (the 1D count). With n rows per rank (2D / 2.5D B / (d q) x T, 3D B / q x T), L = context_length,
+// (the 1D count). With n rows per rank (2D / 2.5D B / (d q) x T, 3D B / q x T),
 // V' = V padded to a multiple of q^2, every byte f32 and "x (q-1)/q" what a gather or scatter of q
 // ranks sends (tp_plan.cc spells out each term and the layer it comes from):
 //   1D    all-reduces of A (embedding forward, head input gradient backward), of B T and 2 B T
 //         floats (loss statistics forward)
 //   2D    embedding  reduce-scatter + all-gather of 4 B T C/q             x (q-1)/q each
-//         positions  all-gather + reduce-scatter of 4 L C/q               x (q-1)/q each
+//         positions  all-gather + reduce-scatter of 4 T C/q (the rows used) x (q-1)/q each
 //         ln_f       one LayerNorm2D on n rows (as plan_block's)
 //         LM head    (q+1) x 4 n V'/q (logit blocks) + (q+1) x 4 V'/q C/q (weight blocks)
 //         loss       row all-reduces of 4 n and 8 n bytes, 4 bytes over the d q batch group
 //   2.5D  2D's with B / d rows per depth layer (embedding: 4 B/d T C/q), plus over the depth
-//         group backward all-reduces of the token table's block 4 V'/q C/q twice (lookup and
-//         head) and of the position shard 4 L C/q^2
-//   3D    embedding  all-reduce of 4 B T C/q^2 forward and backward over the input group,
-//                    all-gather + reduce-scatter of 4 B T C/q over the weight group x (q-1)/q
-//         positions  all-gather + reduce-scatter of 4 L C/q^2             x (q-1)/q each
+//         group backward all-reduces of the token table's block 4 V'/q C/q (once when tied:
+//         the lookup and the head share its replica; twice when not) and of the position rows
+//         4 T C/q^2
+//   3D    embedding  all-to-all of 4 B T C/q^2 over the weight group forward and backward, and
+//                    reduce-scatter + all-gather of as many bytes over the input group x (q-1)/q
+//         positions  all-gather + reduce-scatter of 4 T C/q^2             x (q-1)/q each
 //         ln_f       one LayerNorm3D on n rows
 //         LM head    one Linear3D C -> V without a bias on n rows (as plan_block's)
 //         loss       4 bytes all-reduced over the weight group; the row statistics (4 n, 8 n

@@ -155,32 +155,34 @@ TEST_CASE("GPT edges under 1D: embedding and head all-reduces of A, the loss's r
   CHECK(plan_gpt_step(scheme_layout("1d", 4), kTiny, kB, kT).sent_bytes == 246336);
 }
 
-TEST_CASE("GPT edges on a 2 x 2 grid: lookup rows, position table, SUMMA head, loss statistics") {
+TEST_CASE("GPT edges on a 2 x 2 grid: lookup rows, position rows, SUMMA head, loss statistics") {
   const VolumePlan e = plan_gpt_edges(scheme_layout("2d", 4), kTiny, kB, kT);
   // n = B / q x T = 16 rows per rank; V' = 256 (already a multiple of q^2 = 4).
   // token embedding: (B, T, C / q) = 4 x 8 x 64 x 4 = 8192 bytes, reduce-scattered forward and
   //   all-gathered backward over q = 2: 4096 + 4096 sent
-  // positions: (L, C / q) = 64 x 64 x 4 = 16384 bytes, gathered and scattered: 8192 + 8192
+  // positions: the T rows used, (T, C / q) = 8 x 64 x 4 = 2048 bytes (not the table's L = 64
+  //   rows), gathered and scattered: 1024 + 1024
   // ln_f: per statistic row all-reduces of n floats (64 bytes, sent 64) forward and backward, the
   //   (C / q) = 256-byte parameter gathered and scattered (128 each): 2 x (64 + 128 + 64 + 128)
   //   = 768, of which 512 parameters
   // LM head: w = V'/q x C/q x 4 = 128 x 64 x 4 = 32768, l = n x V'/q x 4 = 16 x 128 x 4 = 8192;
   //   (q + 1) (w + l) = 3 x 40960 = 122880, of which 3 w = 98304 parameters
   // loss: row all-reduces of 64 and 128 bytes (sent 64, 128), 4 bytes over the column: 196
-  CHECK(e.sent_bytes == 8192 + 16384 + 768 + 122880 + 196);  // 148420
-  CHECK(e.param_sent_bytes == 16384 + 512 + 98304);
+  CHECK(e.sent_bytes == 8192 + 2048 + 768 + 122880 + 196);  // 134084
+  CHECK(e.param_sent_bytes == 2048 + 512 + 98304);
   // calls: embedding 1 + 1, positions 1 + 1, ln_f 4 + 4, head 2 q + 4 q, loss 3 + 0
   CHECK(e.forward_calls == 1 + 1 + 4 + 4 + 3);
   CHECK(e.backward_calls == 1 + 1 + 4 + 8);
-  // payload: 2 x 8192 + 2 x 16384 + 2 x (64 + 256 + 64 + 256) + 3 q (w + l) + 196
-  CHECK(e.payload_bytes == 16384 + 32768 + 1280 + 245760 + 196);
+  // payload: 2 x 8192 + 2 x 2048 + 2 x (64 + 256 + 64 + 256) + 3 q (w + l) + 196
+  CHECK(e.payload_bytes == 16384 + 4096 + 1280 + 245760 + 196);
   CHECK(e.uncounted_calls == 0);
-  // The step: 2 blocks + the edges, complete (the bench's 2D row: 1507780 sent).
+  // The step: 2 blocks + the edges, complete (the bench's 2D row: 1493444 sent, 1507780 when the
+  // positions gathered the whole table).
   const VolumePlan step = plan_gpt_step(scheme_layout("2d", 4), kTiny, kB, kT);
   CHECK(step.complete);
   CHECK(step.sent_bytes ==
         2 * plan_block(scheme_layout("2d", 4), kB, kT, 128).sent_bytes + e.sent_bytes);
-  CHECK(step.sent_bytes == 1507780);
+  CHECK(step.sent_bytes == 1493444);
   // 2.5D at depth 1 is 2D.
   CHECK(plan_gpt_edges(scheme_layout("2.5d", 4), kTiny, kB, kT).sent_bytes == e.sent_bytes);
   // A vocabulary padded to q^2: V = 255 pads to V' = 256, the same blocks.
@@ -189,37 +191,45 @@ TEST_CASE("GPT edges on a 2 x 2 grid: lookup rows, position table, SUMMA head, l
   CHECK(plan_gpt_edges(scheme_layout("2d", 4), odd, kB, kT).sent_bytes == e.sent_bytes);
 }
 
-TEST_CASE("GPT edges on a 2 x 2 x 2 Tesseract: half the rows, depth sums of the tables") {
+TEST_CASE("GPT edges on a 2 x 2 x 2 Tesseract: half the rows, one depth sum of the tied table") {
   const VolumePlan e = plan_gpt_edges(scheme_layout("2.5d", 8), kTiny, kB, kT);
   // d = 2, n = B / (d q) x T = 8 rows per rank.
   // token embedding: the layer's (B / d, T, C / q) = 2 x 8 x 64 x 4 = 4096 bytes: 2048 + 2048
-  // positions: as 2D, 8192 + 8192
+  // positions: as 2D, 1024 + 1024
   // ln_f: per statistic 32 + 128 + 32 + 128, and the (C / q^2) = 128-byte parameter gradient
   //   all-reduced over the depth (d = 2: sent 128): 2 x 448 = 896
   // LM head: w = 32768, l = 8 x 128 x 4 = 4096: 3 x (32768 + 4096) = 110592
   // loss: 32 + 64, and 4 bytes over the batch group of d q = 4 ranks: floor(2 x 3/4 x 4) = 6
-  // depth: the token table's block w twice, 2 x 32768, and the position shard (L, C / q^2)
-  //   = 64 x 32 x 4 = 8192 bytes: 65536 + 8192
-  CHECK(e.sent_bytes == 4096 + 16384 + 896 + 110592 + 102 + 65536 + 8192);  // 205798
-  CHECK(e.backward_calls == 1 + 1 + (4 + 2) + 8 + 3);
+  // depth: the tied token table's block w once (its lookup and head share one replica), 32768,
+  //   and the position rows (T, C / q^2) = 8 x 32 x 4 = 1024 bytes: 32768 + 1024
+  CHECK(e.sent_bytes == 4096 + 2048 + 896 + 110592 + 102 + 32768 + 1024);  // 151526
+  CHECK(e.backward_calls == 1 + 1 + (4 + 2) + 8 + 2);
   const VolumePlan step = plan_gpt_step(scheme_layout("2.5d", 8), kTiny, kB, kT);
-  CHECK(step.sent_bytes == 1875174);  // the bench's 2.5D row on 8 ranks
+  CHECK(step.sent_bytes == 1820902);  // the bench's 2.5D row on 8 ranks (1875174 before)
+  // An untied head's weight is a table of its own: its depth sum comes apart, one more w.
+  tessera::gpt::GPTConfig untied = kTiny;
+  untied.tie_embeddings = false;
+  const VolumePlan u = plan_gpt_edges(scheme_layout("2.5d", 8), untied, kB, kT);
+  CHECK(u.sent_bytes == e.sent_bytes + 32768);
+  CHECK(u.backward_calls == e.backward_calls + 1);
 }
 
-TEST_CASE("GPT edges on a 2 x 2 x 2 cube: whole-batch lookup, Linear3D head, plane statistics") {
+TEST_CASE("GPT edges on a 2 x 2 x 2 cube: lookup all-to-all, Linear3D head, plane statistics") {
   const VolumePlan e = plan_gpt_edges(scheme_layout("3d", 8), kTiny, kB, kT);
   // n = B / q x T = 16 rows per rank; B T = 32 ids looked up on every rank.
-  // token embedding: (B, T, C / q^2) = 32 x 32 x 4 = 4096 bytes all-reduced over q = 2 forward
-  //   and backward (4096 sent each); (B, T, C / q) = 8192 bytes gathered and scattered (4096
-  //   each): 8192 + 8192
-  // positions: (L, C / q^2) = 64 x 32 x 4 = 8192 bytes gathered and scattered: 4096 + 4096
+  // token embedding: the partial rows (B, T, C / q^2) = 32 x 32 x 4 = 4096 bytes, all-to-all
+  //   over the weight group (2048 sent), then (B / q, T, C / q), as many bytes, reduce-scattered
+  //   over the input group (2048); backward the all-gather and the all-to-all back: 4 x 2048
+  //   (an input all-reduce and a weight all-gather of the whole batch sent 16384)
+  // positions: the T rows used, (T, C / q^2) = 8 x 32 x 4 = 1024 bytes gathered and scattered:
+  //   512 + 512
   // ln_f: per statistic and direction 2 all-reduces of n floats (64 bytes, sent 64) and the
   //   (C / q^2) = 128-byte parameter (64): 2 x 2 x 192 = 768
   // LM head (C 128 -> V 256): x = 16 x 64 x 4 = 4096, w = 128 x 64 x 4 = 32768, y = 16 x 128 x 4
   //   = 8192, half of each each way: 2 x (2048 + 16384 + 4096) = 45056
   // loss: 4 bytes over the weight group: 4
-  CHECK(e.sent_bytes == 16384 + 8192 + 768 + 45056 + 4);  // 70404
-  CHECK(e.param_sent_bytes == 8192 + 2 * 2 * 64 + 2 * 16384);
+  CHECK(e.sent_bytes == 8192 + 1024 + 768 + 45056 + 4);  // 55044
+  CHECK(e.param_sent_bytes == 1024 + 2 * 2 * 64 + 2 * 16384);
   CHECK(e.forward_calls == 2 + 1 + 6 + 3 + 1);
   CHECK(e.backward_calls == 2 + 1 + 6 + 3);
   // The plane's statistics, on q^2 = 4 ranks: 64 and 128 bytes, sent 2 x 3/4 of each = 96 + 192.
@@ -228,7 +238,7 @@ TEST_CASE("GPT edges on a 2 x 2 x 2 cube: whole-batch lookup, Linear3D head, pla
   CHECK(e.uncounted_sent_bytes == 288);
   const VolumePlan step = plan_gpt_step(scheme_layout("3d", 8), kTiny, kB, kT);
   CHECK(step.complete);
-  CHECK(step.sent_bytes == 600068);  // the bench's 3D row on 8 ranks
+  CHECK(step.sent_bytes == 584708);  // the bench's 3D row on 8 ranks (600068 before)
   CHECK(step.sent_bytes ==
         2 * plan_block(scheme_layout("3d", 8), kB, kT, 128).sent_bytes + e.sent_bytes);
   CHECK(step.exchanges == plan_1d_gpt_step(kTiny, kB, kT, 8).exchanges);

@@ -1,6 +1,7 @@
 // 2D embeddings and LM head (see vocab_2d.h).
 #include "models/nn/parallel/vocab_2d.h"
 
+#include "autograd/node.h"
 #include "autograd/ops.h"
 #include "models/nn/parallel/placement_2d.h"
 #include "models/nn/parallel/shard_init.h"
@@ -59,11 +60,27 @@ Tensor rows_chunk(const Tensor& ids, int parts, int i) {
 
 }  // namespace
 
+// ---------------------------------------------------------------- SharedDepthReplica
+
+Tensor SharedDepthReplica::of(const Tensor& table) {
+  const bool needs_history = grid_.depth() > 1 && autograd::any_requires_grad({&table});
+  const bool current = replica_.defined() && table_.is_same(table) &&
+                       replica_.storage() == table.storage() &&
+                       (replica_.grad_fn() != nullptr) == needs_history;
+  if (!current) {
+    table_ = table;
+    replica_ = parallel::tensor::depth_replica(table, grid_);
+  }
+  return replica_;
+}
+
 // ---------------------------------------------------------------- VocabParallelEmbedding2D
 
 VocabParallelEmbedding2D::VocabParallelEmbedding2D(const EmbeddingSpec& spec,
                                                    const BuildContext& ctx, ParallelStyle style)
-    : Embedding(spec, style, nullptr), grid_(ctx.summa_grid()) {
+    : Embedding(spec, style, nullptr),
+      grid_(ctx.summa_grid()),
+      table_(std::make_shared<SharedDepthReplica>(grid_)) {
   shard_ = vocab_shard_2d(spec.num_embeddings, grid_.grid_row(), grid_);
   const Placement p =
       table_placement(spec.num_embeddings, spec.dim, grid_, "VocabParallelEmbedding2D");
@@ -71,7 +88,7 @@ VocabParallelEmbedding2D::VocabParallelEmbedding2D(const EmbeddingSpec& spec,
 }
 
 Tensor VocabParallelEmbedding2D::lookup(const Tensor& ids) {
-  return masked_lookup(parallel::tensor::depth_replica(weight(), grid_), ids, shard_);
+  return masked_lookup(table_->of(weight()), ids, shard_);
 }
 
 Tensor VocabParallelEmbedding2D::forward(const Tensor& ids) {
@@ -96,7 +113,9 @@ Tensor VocabParallelEmbedding2D::row(int64_t id) {
 
 VocabParallelLMHead2D::VocabParallelLMHead2D(const LMHeadSpec& spec, const BuildContext& ctx,
                                              ParallelStyle style)
-    : LMHead(spec, style, /*tied=*/false, nullptr), grid_(ctx.summa_grid()) {
+    : LMHead(spec, style, /*tied=*/false, nullptr),
+      grid_(ctx.summa_grid()),
+      table_(std::make_shared<SharedDepthReplica>(grid_)) {
   shard_ = vocab_shard_2d(spec.vocab_size, grid_.grid_col(), grid_);
   const Placement p =
       table_placement(spec.vocab_size, spec.d_model, grid_, "VocabParallelLMHead2D");
@@ -108,7 +127,9 @@ VocabParallelLMHead2D::VocabParallelLMHead2D(const LMHeadSpec& spec, const Build
 VocabParallelLMHead2D::VocabParallelLMHead2D(const LMHeadSpec& spec,
                                              const VocabParallelEmbedding2D& embedding,
                                              const BuildContext& ctx, ParallelStyle style)
-    : LMHead(spec, style, /*tied=*/true, nullptr), grid_(ctx.summa_grid()) {
+    : LMHead(spec, style, /*tied=*/true, nullptr),
+      grid_(ctx.summa_grid()),
+      table_(embedding.table_replica()) {
   TS_CHECK(
       embedding.spec().num_embeddings == spec.vocab_size && embedding.spec().dim == spec.d_model,
       type_name(), "expected a tied embedding of (", spec.vocab_size, ", ", spec.d_model,
@@ -123,8 +144,8 @@ Tensor VocabParallelLMHead2D::local_logits(const Tensor& x) {
   TS_CHECK(x.defined() && x.dim() >= 2 && x.size(-1) == local, type_name(),
            "expected this rank's 2D block (B / q, ..., ", local, ") of an input with ",
            spec().d_model, " features, got ", x.defined() ? x.describe() : "undefined");
-  const Tensor w = parallel::tensor::depth_replica(weight(), grid_);  // 2.5D: summed over depth
-  Tensor y = parallel::tensor::summa_abt(x, w, grid_);                // (B / q, ..., V_pad / q)
+  // 2.5D: summed over depth, once with a tied embedding's lookup (SharedDepthReplica).
+  Tensor y = parallel::tensor::summa_abt(x, table_->of(weight()), grid_);  // (B / q, .., V_pad / q)
   return bias().defined() ? add(y, gather_vector_2d(bias(), grid_)) : y;
 }
 
@@ -157,16 +178,23 @@ Tensor Embedding2D::forward(const Tensor& ids) {
   TS_CHECK(ids.defined() && ids.dim() >= 1, type_name(),
            "expected ids (B, ...) or positions (T), got ",
            ids.defined() ? ids.describe() : "undefined");
-  if (ids.dim() >= 2) check_batch(type_name().c_str(), ids, grid_);
+  if (ids.dim() == 1) return gathered_rows(ids);
+  check_batch(type_name().c_str(), ids, grid_);
   const Tensor table = gather_columns_2d(weight(), grid_);  // (V, C / q)
-  return embedding(
-      table, ids.dim() >= 2 ? rows_chunk(ids, grid_.batch_parts(), grid_.batch_index()) : ids);
+  return embedding(table, rows_chunk(ids, grid_.batch_parts(), grid_.batch_index()));
 }
 
 Tensor Embedding2D::row(int64_t id) {
   TS_CHECK(id >= 0 && id < spec().num_embeddings, type_name(), "expected an id in [0, ",
            spec().num_embeddings, "), got ", id);
-  return select(gather_columns_2d(weight(), grid_), 0, id);
+  return select(gathered_rows(from_vector<int64_t>({id}, {1}, weight().device())), 0, 0);
+}
+
+// The rows are looked up before the gather (and, under 2.5D, the depth sum), so both move T rows,
+// not the table's L, and backward scatters the gradient into those rows alone (the others get
+// zeros, as serial). The depth sum of the rows is the table's: every layer looks up the same ids.
+Tensor Embedding2D::gathered_rows(const Tensor& ids) {
+  return gather_columns_2d(embedding(weight(), ids), grid_);
 }
 
 }  // namespace tessera::nn

@@ -16,21 +16,26 @@
 //                             evaluation.
 //   Embedding2D               (Colossal-AI's Embedding2D) a table split by features only, for the
 //                             small tables (positions, BERT's token types): its columns cut as a
-//                             2D vector, (V, C / q^2), all-gathered over the column group to the
-//                             grid column's (V, C / q) at each forward. Ids (B, ...) of 2 or more
-//                             dims are a batch, cut to chunk r; ids of one dim (positions, shared
-//                             by every sequence) are looked up whole: (T, C / q).
+//                             2D vector, (V, C / q^2). Ids (B, ...) of 2 or more dims are a batch,
+//                             cut to chunk r, looked up in the table all-gathered over the column
+//                             group to the grid column's (V, C / q); ids of one dim (positions,
+//                             shared by every sequence) are looked up in the shard first and only
+//                             those rows gathered: (T, C / q), T of the table's L rows.
 // Shards are drawn at their global indices (shard_init.h): the gathered tables equal the serial
 // layers' from the same generator. Needs C divisible by q^2 and a batch divisible by q.
 // 2.5D: every depth layer holds the same blocks (gradients summed over the depth group) and works
 // on its slice of the batch: the vocab-parallel lookup takes the layer's B / d ids, the blocks
-// are batch chunk l q + r of d q, the loss and gathers of the whole batch run over "2.5d_xz".
+// are batch chunk l q + r of d q, the loss and gathers of the whole batch run over "2.5d_xz". A
+// tied table's lookup and LM head share one depth replica (SharedDepthReplica), so its gradient
+// is summed over the depth group once.
 // Communication per rank (x: this rank's block bytes):
 //   VocabParallelEmbedding2D  forward: column reduce-scatter of (B, T, C / q); backward: column
 //                             all-gather of it
 //   VocabParallelLMHead2D     the SUMMA abt (summa.h) and its backward; the loss's statistics
 //                             (row: 1 max and 1 sum all-reduce of B / q T rows; column: one scalar)
-//   Embedding2D               forward: column all-gather of (V, C / q); backward: reduce-scatter
+//   Embedding2D               positions (T): column all-gather of (T, C / q) forward,
+//                             reduce-scatter backward (2.5D: the depth sum of (T, C / q^2));
+//                             batched ids: of the table (V, C / q)
 #pragma once
 
 #include <memory>
@@ -42,6 +47,23 @@
 #include "parallel/tensor/vocab_cross_entropy.h"
 
 namespace tessera::nn {
+
+// One table's 2.5D depth replica (depth_replica, parallel/tensor/summa.h), made once and handed to
+// every op that uses the table, so a backward sums the table's gradient over the depth group once
+// however many uses it has: a tied table's lookup and LM head add their gradients at the replica's
+// one node, whose all-reduce then runs once (a replica per use all-reduced the block twice). The
+// replica is a handle on the table's storage whose node keeps nothing for backward, so it serves
+// every step; it is made anew when the table is another tensor or storage, or when whether it
+// needs a history changes (no_grad, a frozen table). The table itself in 2D.
+class SharedDepthReplica {
+ public:
+  explicit SharedDepthReplica(parallel::tensor::SummaGrid grid) : grid_(std::move(grid)) {}
+  Tensor of(const Tensor& table);
+
+ private:
+  parallel::tensor::SummaGrid grid_;
+  Tensor table_, replica_;
+};
 
 class VocabParallelEmbedding2D final : public Embedding {
  public:
@@ -56,11 +78,14 @@ class VocabParallelEmbedding2D final : public Embedding {
   // This rank's rows of the table: the slice of its grid row.
   const parallel::tensor::VocabShard& shard() const { return shard_; }
   const parallel::tensor::SummaGrid& grid() const { return grid_; }
+  // The table's depth replica, which a tied LM head shares.
+  const std::shared_ptr<SharedDepthReplica>& table_replica() const { return table_; }
 
  private:
   Tensor lookup(const Tensor& ids);  // (..., dim / q) partial over the column group
   parallel::tensor::SummaGrid grid_;
   parallel::tensor::VocabShard shard_;
+  std::shared_ptr<SharedDepthReplica> table_;
 };
 
 class VocabParallelLMHead2D final : public LMHead {
@@ -68,7 +93,7 @@ class VocabParallelLMHead2D final : public LMHead {
   // Its own weight blocks, drawn as the serial LMHead draws its weight.
   VocabParallelLMHead2D(const LMHeadSpec& spec, const BuildContext& ctx,
                         ParallelStyle style = ParallelStyle::vocab);
-  // Tied to the embedding's blocks.
+  // Tied to the embedding's blocks and their depth replica.
   VocabParallelLMHead2D(const LMHeadSpec& spec, const VocabParallelEmbedding2D& embedding,
                         const BuildContext& ctx, ParallelStyle style = ParallelStyle::vocab);
   std::string type_name() const override { return "VocabParallelLMHead2D"; }
@@ -82,9 +107,9 @@ class VocabParallelLMHead2D final : public LMHead {
   const parallel::tensor::VocabShard& shard() const { return shard_; }
 
  private:
-  void adopt_bias();
   parallel::tensor::SummaGrid grid_;
   parallel::tensor::VocabShard shard_;
+  std::shared_ptr<SharedDepthReplica> table_;
 };
 
 class Embedding2D final : public Embedding {
@@ -99,6 +124,7 @@ class Embedding2D final : public Embedding {
   Tensor row(int64_t id) override;
 
  private:
+  Tensor gathered_rows(const Tensor& ids);  // ids (T) -> (T, dim / q)
   parallel::tensor::SummaGrid grid_;
 };
 

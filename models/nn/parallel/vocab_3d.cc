@@ -89,22 +89,27 @@ VocabParallelEmbedding3D::VocabParallelEmbedding3D(const EmbeddingSpec& spec,
   adopt(normal_shard(p, 0.0, spec.init_std, ctx.generator()), p);
 }
 
-Tensor VocabParallelEmbedding3D::feature_block(const Tensor& ids) {
+Tensor VocabParallelEmbedding3D::partial_rows(const Tensor& ids) {
   const LocalRows rows =
       local_rows(ids, spec().num_embeddings, cube_.coords(), weight().dtype(), type_name());
-  // (..., C / q^2) columns chunk k q + i, partial: the input group holds every row of them.
-  const Tensor partial = mul(embedding(weight(), rows.index), unsqueeze(rows.held, -1));
-  const Tensor columns = sum_over(partial, cube_.input);
+  return mul(embedding(weight(), rows.index), unsqueeze(rows.held, -1));
+}
+
+Tensor VocabParallelEmbedding3D::feature_block(const Tensor& ids) {
+  // Columns chunk k q + i of every row: the input group holds every row of them.
+  const Tensor columns = sum_over(partial_rows(ids), cube_.input);
   // The weight group holds the columns k q + i' of every i': block k, in order.
   return parallel::tensor::all_gather_to_region(columns, -1, cube_.weight);  // (..., C / q)
 }
 
 Tensor VocabParallelEmbedding3D::forward(const Tensor& ids) {
   check_batch(type_name(), ids, cube_);  // before any collective, on every rank alike
-  const CubeCoords at = cube_.coords();
-  const int64_t local = spec().dim / (int64_t(at.q) * at.q);
-  const Tensor block = feature_block(ids);  // (B, ..., C / q)
-  return narrow(batch_chunk(block, at), -1, int64_t(at.j) * local, local);
+  // Weight-group rank i' gets batch chunk i' of each member's columns k q + i: block k (C / q) of
+  // its batch chunk, partial (only the rows chunks k' q + j of input-group rank j summed in).
+  const Tensor block = parallel::tensor::all_to_all_to_region(partial_rows(ids), 0, -1,
+                                                              cube_.weight);  // (B / q, ..., C / q)
+  // Summed over the input group (whose ranks hold every row), chunk j of the block to rank j.
+  return parallel::tensor::reduce_scatter_to_region(block, -1, cube_.input);  // (.., C / q^2)
 }
 
 Tensor VocabParallelEmbedding3D::row(int64_t id) {
@@ -193,15 +198,22 @@ Tensor Embedding3D::forward(const Tensor& ids) {
   TS_CHECK(ids.defined() && ids.dim() >= 1, type_name(),
            "expected ids (B, ...) or positions (T), got ",
            ids.defined() ? ids.describe() : "undefined");
-  if (ids.dim() >= 2) check_batch(type_name(), ids, cube_);
+  if (ids.dim() == 1) return gathered_rows(ids);
+  check_batch(type_name(), ids, cube_);
   const Tensor table = parallel::tensor::all_gather_to_region(weight(), 1, cube_.weight);
-  return embedding(table, ids.dim() >= 2 ? batch_chunk(ids, cube_.coords()) : ids);
+  return embedding(table, batch_chunk(ids, cube_.coords()));
 }
 
 Tensor Embedding3D::row(int64_t id) {
   TS_CHECK(id >= 0 && id < spec().num_embeddings, type_name(), "expected an id in [0, ",
            spec().num_embeddings, "), got ", id);
-  return select(parallel::tensor::all_gather_to_region(weight(), 1, cube_.weight), 0, id);
+  return select(gathered_rows(from_vector<int64_t>({id}, {1}, weight().device())), 0, 0);
+}
+
+// The rows are looked up before the gather, so it moves T rows, not the table's L, and backward
+// scatters the gradient into those rows alone (the others get zeros, as serial).
+Tensor Embedding3D::gathered_rows(const Tensor& ids) {
+  return parallel::tensor::all_gather_to_region(embedding(weight(), ids), -1, cube_.weight);
 }
 
 }  // namespace tessera::nn

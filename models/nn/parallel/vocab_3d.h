@@ -5,11 +5,16 @@
 //                             (parallel/tensor/placement_3d.h): rows chunks k' q + j for every k',
 //                             columns chunk k q + i, (V / q, C / q^2), so a tied LM head uses it
 //                             as is. It looks up the whole batch's ids it holds (zeros for the
-//                             others): the input group's sum (its ranks hold every row of those
-//                             columns) gives columns k q + i of every row; the weight group's
-//                             all-gather gives the feature block k, of which the rank keeps its
-//                             batch chunk i and features chunk j. (A rank's own columns are
-//                             chunk k q + i, the layout's k q + j: this is the transpose.)
+//                             others), partial rows of columns k q + i. An all-to-all over the
+//                             weight group hands rank i' batch chunk i' of every rank's columns:
+//                             the feature block k (C / q) of its own batch chunk, partial over the
+//                             rows its input-group rank holds; a reduce-scatter over the input
+//                             group (whose ranks hold every row) sums that and gives rank j its
+//                             features chunk k q + j. Every byte moved is a partial sum some rank
+//                             needs (the whole batch's input all-reduce, then a weight all-gather
+//                             keeping 1/q^2 of what it gathered, moved 1 + q/2 times as much).
+//                             (A rank's own columns are chunk k q + i, the layout's k q + j: the
+//                             all-to-all is the transpose.)
 //   VocabParallelLMHead3D     the logits linear_3d(x, W) with W (V, C) cut as above (tied: the
 //                             embedding's pieces): (B / q, T, V / q^2), vocabulary chunk k q + j;
 //                             a bias (V) as a 3D vector. loss() is the 3D vocab-parallel
@@ -18,19 +23,22 @@
 //                             logits; forward() gathers the full (B, T, V) for generation and
 //                             evaluation.
 //   Embedding3D               a table split by features only (positions): its columns cut as a
-//                             3D vector, (V, C / q^3), all-gathered over the weight group to the
-//                             rank's (V, C / q^2) at each forward. Ids (B, ...) of 2 or more dims
-//                             are a batch, cut to chunk i; ids of one dim (positions, shared by
-//                             every sequence) are looked up whole: (T, C / q^2).
+//                             3D vector, (V, C / q^3). Ids (B, ...) of 2 or more dims are a
+//                             batch, cut to chunk i, looked up in the table all-gathered over the
+//                             weight group to the rank's (V, C / q^2); ids of one dim (positions,
+//                             shared by every sequence) are looked up in the shard first and only
+//                             those rows gathered: (T, C / q^2), T of the table's L rows.
 // Shards are drawn at their global indices (shard_init.h): the gathered tables equal the serial
 // layers' from the same generator. Needs V divisible by q^2 (the token table), C by q^2 (q^3 for
 // Embedding3D) and a batch divisible by q.
 // Communication per rank (n = B T ids):
-//   VocabParallelEmbedding3D  forward: input all-reduce of (n, C / q^2), weight all-gather to
-//                             (n, C / q); backward: weight reduce-scatter, input all-reduce
+//   VocabParallelEmbedding3D  forward: weight all-to-all of (n, C / q^2), input reduce-scatter of
+//                             (n / q, C / q); backward: input all-gather, weight all-to-all
+//                             (row(): the input all-reduce of one row, the weight all-gather)
 //   VocabParallelLMHead3D     linear_3d's (matmul_3d.h); the loss's plane statistics on B / q T
 //                             rows and one scalar all-reduce over the weight group
-//   Embedding3D               forward: weight all-gather of (V, C / q^2); backward: reduce-scatter
+//   Embedding3D               positions (T): weight all-gather of (T, C / q^2) forward,
+//                             reduce-scatter backward; batched ids: of the table (V, C / q^2)
 #pragma once
 
 #include "models/nn/build_context.h"
@@ -54,6 +62,7 @@ class VocabParallelEmbedding3D final : public Embedding {
   const parallel::tensor::Cube3D& cube() const { return cube_; }
 
  private:
+  Tensor partial_rows(const Tensor& ids);   // (..., dim / q^2): its rows' columns, others zero
   Tensor feature_block(const Tensor& ids);  // (..., dim / q): features block k of the rows
   parallel::tensor::Cube3D cube_;
 };
@@ -94,6 +103,7 @@ class Embedding3D final : public Embedding {
   Tensor row(int64_t id) override;
 
  private:
+  Tensor gathered_rows(const Tensor& ids);  // ids (T) -> (T, dim / q^2)
   parallel::tensor::Cube3D cube_;
 };
 

@@ -1,12 +1,13 @@
 // Multi-rank program run by region_ops_test.sh under mpirun: every tensor-parallel region op's
-// forward and backward against the serial math, on the world and (on 4 ranks) on a sub-group;
-// ranks whose output does not feed the loss (the always-run path); the bytes each op moves; a
-// Megatron MLP, a sequence-parallel block and second derivatives built from the ops; identity on a
-// group of one; argument errors. Every rank draws the same full tensors from one seed, so each can
-// compute what one process would. Any failure aborts the job non-zero.
+// (the all-to-all's too) forward and backward against the serial math, on the world and (on 4
+// ranks) on a sub-group; ranks whose output does not feed the loss (the always-run path); the bytes
+// each op moves; a Megatron MLP, a sequence-parallel block and second derivatives built from the
+// ops; identity on a group of one; argument errors. Every rank draws the same full tensors from one
+// seed, so each can compute what one process would. Any failure aborts the job non-zero.
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/node.h"
@@ -316,6 +317,52 @@ void check_ops(const CommPtr& group, uint64_t seed) {
   }
 }
 
+// all_to_all_to_region: rank r's x (3, 5, 7 with split dim times p) sends its chunk s along
+// split_dim to rank s, which joins the chunks of every rank along concat_dim; backward sends each
+// gradient chunk back. Forward, gradient, the bytes each way (an all-to-all of x's size, then of
+// y's), and the backward recorded as the all-to-all back (differentiated again it gives the op).
+void check_all_to_all(const CommPtr& group, uint64_t seed) {
+  const int r = group->rank(), p = group->size();
+  const std::pair<int64_t, int64_t> dims[] = {{0, 2}, {2, 0}, {1, 1}, {0, -1}};
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (const auto& [split, concat_dim] : dims) {
+      const int64_t concat = wrap_dim(concat_dim, 3, "test");
+      const std::string what = str_cat("all_to_all_to_region split ", split, " concat ", concat_dim,
+                                       " ", dtype_name(dtype), " on ", group->name());
+      Shape in_shape{3, 5, 7}, out_shape{3, 5, 7};
+      in_shape[size_t(split)] *= p;
+      out_shape[size_t(concat)] *= p;
+      std::vector<Tensor> xs, ws, want_y, want_grad;  // every rank's x and w; this rank's results
+      for (int s = 0; s < p; ++s) {
+        xs.push_back(draw(in_shape, seed + uint64_t(s), dtype));
+        ws.push_back(draw(out_shape, seed + 100 + uint64_t(s), dtype));
+      }
+      for (int s = 0; s < p; ++s) {
+        want_y.push_back(chunk_of(xs[size_t(s)], split, r, p));
+        want_grad.push_back(chunk_of(ws[size_t(s)], concat, r, p));
+      }
+      seed += 200;
+      const int64_t bytes = shape_numel(in_shape) * int64_t(dtype_size(dtype));
+      Tensor x = leaf(xs[size_t(r)]);
+      group->reset_stats();
+      Tensor y = all_to_all_to_region(x, split, concat_dim, group);
+      check_only(*group, CommKind::all_to_all, 1, bytes, what + " forward");
+      RANK_CHECK(y.grad_fn() && y.grad_fn()->always_run(), what, ": expected an always-run node");
+      check_exact(y, cat(want_y, concat), what + " forward");
+      group->reset_stats();
+      autograd::backward({sum(mul(y, ws[size_t(r)]))});
+      check_only(*group, CommKind::all_to_all, 1, bytes, what + " backward");
+      check_exact(x.grad(), cat(want_grad, split), what + " gradient");
+      Tensor w = leaf(ws[size_t(r)]);
+      Tensor dx = autograd::grad({sum(mul(all_to_all_to_region(x, split, concat_dim, group), w))},
+                                 {x}, {}, {.create_graph = true})[0];
+      const Tensor v = draw(in_shape, seed++, dtype);
+      check_exact(autograd::grad({sum(mul(dx, v))}, {w})[0],
+                  all_to_all_to_region(v, split, concat_dim, group), what + " double backward");
+    }
+  }
+}
+
 // ---------------------------------------------------------------- layers built from the ops
 
 // Megatron's MLP: copy -> column-parallel linear -> tanh -> row-parallel linear -> reduce, against
@@ -474,6 +521,7 @@ void run_all(const CommPtr& group, uint64_t seed) {
   group->reset_stats();
   check_errors(group);
   check_ops(group, seed);
+  check_all_to_all(group, seed + 3000);
   check_megatron_mlp(group, /*only_rank0=*/false);
   check_megatron_mlp(group, /*only_rank0=*/true);
   check_sequence_parallel(group);

@@ -54,7 +54,7 @@ expect_error "bench tp usage error" "expected --d-model divisible by --heads"
 # The grid schemes on 4 ranks (2d and 2.5d at q 2 d 1) and 8 (2.5d q 2 d 2, 3d q 2), gpt-tiny on
 # B=4, T=8: every measured row of both sections equals its prediction (calls, payload and bytes
 # sent), and the GPT step's rows equal the edges + blocks worked out by hand in
-# tools/bench/tp_plan_test.cc (sent/rank = predicted = 1507780, 1875174, 600068 bytes); 3D's loss
+# tools/bench/tp_plan_test.cc (sent/rank = predicted = 1493444, 1820902, 584708 bytes); 3D's loss
 # statistics on the LM head's own plane group (288 bytes) are named apart.
 tp_tiny="--batch 4 --seq 8 --d-model 32 --heads 4 --model gpt-tiny --repeats 1"
 gpt_rows() { sed -n '/^## GPT training step/,$p' "$LOG"; }
@@ -63,20 +63,20 @@ expect_ok "mpirun -np 4 tessera bench tp" "## GPT training step, gpt-tiny"
 [ "$(grep -cE "^- (1d|2d|2\.5d) prediction: .*: equal\.$" "$LOG")" -eq 6 ] &&
   echo "ok: bench tp 4 ranks, 1d, 2d, 2.5d = prediction in both sections" ||
   fail "expected 6 equal predictions (1d, 2d, 2.5d x 2 sections) on 4 ranks"
-[ "$(gpt_rows | grep -cE "^\| (2d +\| q=2|2\.5d +\| q=2 d=1) +\|[^|]*\|[^|]*\|[^|]*\| +1507780 \| +1507780 \|")" -eq 2 ] &&
-  echo "ok: bench tp GPT step 2d, 2.5d d=1: sent 1507780 = predicted" ||
-  fail "expected the 2d and 2.5d GPT step rows with 1507780 bytes sent and predicted"
+[ "$(gpt_rows | grep -cE "^\| (2d +\| q=2|2\.5d +\| q=2 d=1) +\|[^|]*\|[^|]*\|[^|]*\| +1493444 \| +1493444 \|")" -eq 2 ] &&
+  echo "ok: bench tp GPT step 2d, 2.5d d=1: sent 1493444 = predicted" ||
+  fail "expected the 2d and 2.5d GPT step rows with 1493444 bytes sent and predicted"
 mpi 8 300 "$tessera" bench tp $tp_tiny
 expect_ok "mpirun -np 8 tessera bench tp" "## GPT training step, gpt-tiny"
 [ "$(gpt_rows | grep -cE "^- (1d|2\.5d|3d) prediction: .*: equal\.$")" -eq 3 ] &&
   echo "ok: bench tp 8 ranks, GPT step 1d, 2.5d, 3d = prediction" ||
   fail "expected 3 equal GPT step predictions (1d, 2.5d, 3d) on 8 ranks"
-gpt_rows | grep -qE "^\| 2\.5d +\| q=2 d=2 +\|[^|]*\|[^|]*\|[^|]*\| +1875174 \| +1875174 \|" &&
-  echo "ok: bench tp GPT step 2.5d d=2: sent 1875174 = predicted" ||
-  fail "expected the 2.5d (q=2 d=2) GPT step row with 1875174 bytes sent and predicted"
-gpt_rows | grep -qE "^\| 3d +\| q=2 +\|[^|]*\|[^|]*\|[^|]*\| +600068 \| +600068 \|" &&
-  echo "ok: bench tp GPT step 3d: sent 600068 = predicted" ||
-  fail "expected the 3d GPT step row with 600068 bytes sent and predicted"
+gpt_rows | grep -qE "^\| 2\.5d +\| q=2 d=2 +\|[^|]*\|[^|]*\|[^|]*\| +1820902 \| +1820902 \|" &&
+  echo "ok: bench tp GPT step 2.5d d=2: sent 1820902 = predicted" ||
+  fail "expected the 2.5d (q=2 d=2) GPT step row with 1820902 bytes sent and predicted"
+gpt_rows | grep -qE "^\| 3d +\| q=2 +\|[^|]*\|[^|]*\|[^|]*\| +584708 \| +584708 \|" &&
+  echo "ok: bench tp GPT step 3d: sent 584708 = predicted" ||
+  fail "expected the 3d GPT step row with 584708 bytes sent and predicted"
 gpt_rows | grep -qE "^- 3d besides: 2 calls, 192 payload bytes, 288 bytes sent per rank" &&
   echo "ok: bench tp 3d names the plane group's 288 bytes" ||
   fail "expected the 3d note on the loss's plane statistics (288 bytes)"

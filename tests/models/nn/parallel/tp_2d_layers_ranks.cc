@@ -30,6 +30,8 @@
 #include "tests/parallel/rank_check.h"
 
 using namespace tessera;
+using parallel::CommKind;
+using parallel::CommStats;
 using parallel::ParallelContext;
 using parallel::tensor::gather_2d;
 using parallel::tensor::split_2d;
@@ -99,8 +101,37 @@ void check_attention(const ParallelContext& ctx, bool causal, bool masked, doubl
   check_params(*twin, *serial, ctx, what);
 }
 
+// What check_embeddings' lookups move (vocab_2d.h), f32, each way: `ids` (the whole batch's
+// B T), row `id` and T positions (the hidden-split table only).
+//   VocabParallelEmbedding2D  the layer's (B / d, T, C / q) partial rows reduce-scattered over the
+//                             column group (backward all-gathered), the row all-reduced there
+//                             both ways; under 2.5D its table's block (V_pad / q, C / q) summed
+//                             over the depth group once: the lookup and the row share its replica
+//   Embedding2D               over the column group, the table's (V, C / q) for the ids, then
+//                             (1, C / q) for the row and (T, C / q) for the positions: only the
+//                             rows looked up, not the table's V; under 2.5D each one's depth sum
+GridVolume embedding_volume_2d(bool vocab, bool backward, const SummaGrid& g,
+                               const nn::EmbeddingSpec& spec, int64_t ids, int64_t positions) {
+  const int q = g.q(), d = g.depth();
+  const int64_t block = spec.dim / q * 4, shard = block / q;  // bytes of a row's C / q, C / q^2
+  GridVolume v;
+  if (vocab) {
+    ring(v.col, backward ? CommKind::all_gather : CommKind::reduce_scatter, q, ids / d * block);
+    ring(v.col, CommKind::all_reduce, q, block);
+    const int64_t padded = (spec.num_embeddings + q * q - 1) / (q * q) * (q * q);
+    if (backward && d > 1) ring(v.dep, CommKind::all_reduce, d, padded / q * block);
+    return v;
+  }
+  for (const int64_t rows : {spec.num_embeddings, int64_t(1), positions}) {
+    ring(v.col, backward ? CommKind::reduce_scatter : CommKind::all_gather, q, rows * block);
+    if (backward && d > 1) ring(v.dep, CommKind::all_reduce, d, rows * shard);
+  }
+  return v;
+}
+
 // The token table (vocab-parallel, padded vocabulary), positions and token types (hidden split),
-// each against the serial Embedding: lookups, rows and every table gradient.
+// each against the serial Embedding: lookups, rows and every table gradient; the bytes each group
+// moves, forward and backward.
 void check_embeddings(const ParallelContext& ctx) {
   const SummaGrid g = grid_of(ctx);
   const int q = g.q(), s = g.grid_col();
@@ -109,32 +140,51 @@ void check_embeddings(const ParallelContext& ctx) {
   const Tensor ids = randint(0, 37, {b, t}, {.dtype = DType::i64}, &data);
   const Tensor pos = arange(0, double(t), 1.0, {.dtype = DType::i64});
   for (auto style : {nn::ParallelStyle::vocab, nn::ParallelStyle::none}) {
+    const bool vocab = style == nn::ParallelStyle::vocab;
     const std::string what =
-        str_cat(style == nn::ParallelStyle::vocab ? "VocabParallelEmbedding2D" : "Embedding2D",
-                " (37 ids)", on_grid(g));
+        str_cat(vocab ? "VocabParallelEmbedding2D" : "Embedding2D", " (37 ids)", on_grid(g));
     const nn::EmbeddingSpec spec{.num_embeddings = 37, .dim = c, .init_std = 0.5};
     const auto [serial, twin] = make_twins(ctx, 8, what, [&](const nn::BuildContext& b) {
       return nn::make_embedding(spec, b, style);
     });
-    RANK_CHECK(twin->type_name() ==
-                   (style == nn::ParallelStyle::vocab ? "VocabParallelEmbedding2D" : "Embedding2D"),
-               what, ": make_embedding gave ", twin->type_name());
+    RANK_CHECK(twin->type_name() == (vocab ? "VocabParallelEmbedding2D" : "Embedding2D"), what,
+               ": make_embedding gave ", twin->type_name());
     // Token ids (B, T) -> the block; plus row 3 broadcast over the batch, as BERT's type 0.
     const Tensor gy = smooth({b, t, c}, 81);
+    reset(g);
     Tensor ys = add(serial->forward(ids), serial->row(3));
     Tensor yt = add(twin->forward(ids), twin->row(3));
-    check_close(gather_2d(yt, g), ys, what + " lookup");
-    if (style == nn::ParallelStyle::none) {
+    Tensor ps, pt;
+    if (!vocab) {
       // Positions (T): the grid column's features, added to every row of its batch chunk.
-      const Tensor ps = serial->forward(pos), pt = twin->forward(pos);
+      ps = serial->forward(pos), pt = twin->forward(pos);
+    }
+    check_volume(g, embedding_volume_2d(vocab, false, g, spec, b * t, t), what + " forward");
+    check_close(gather_2d(yt, g), ys, what + " lookup");
+    if (!vocab) {
       check_close(pt, ps.narrow(1, s * (c / q), c / q), what + " positions");
       ys = add(ys, ps);
       yt = add(yt, pt);
     }
     autograd::backward({sum(mul(ys, gy))});
+    reset(g);
     autograd::backward({sum(mul(yt, block(gy, g)))});
+    check_volume(g, embedding_volume_2d(vocab, true, g, spec, b * t, t), what + " backward");
     check_params(*twin, *serial, ctx, what);
   }
+}
+
+// What check_lm_head's step sums over the depth group (2.5D), f32: the table blocks
+// (V_pad / q, C / q) once when tied (the lookup and the head share one replica, so their gradients
+// meet before the sum), one each when not; the bias shard (V_pad / q^2).
+CommStats depth_sums(const SummaGrid& g, bool tied, bool bias, int64_t v, int64_t c) {
+  const int q = g.q();
+  const int64_t padded = (v + q * q - 1) / (q * q) * (q * q);
+  CommStats s;
+  for (int n = 0; n < (tied ? 1 : 2); ++n)
+    ring(s, CommKind::all_reduce, g.depth(), padded / q * (c / q) * 4);
+  if (bias) ring(s, CommKind::all_reduce, g.depth(), padded / (q * q) * 4);
+  return s;
 }
 
 // An embedding and an LM head (tied to it or its own, with or without a bias) on a padded
@@ -176,10 +226,13 @@ void check_lm_head(const ParallelContext& ctx, bool tied, bool bias, double smoo
   const CrossEntropyOptions opts{.label_smoothing = smoothing};
   Tensor xs = leaf(x), xt = leaf(x);
   Tensor ls = serial.head->loss(add(xs, serial.emb->forward(ids)), targets, opts);
+  reset(g);
   Tensor lt = twin.head->loss(add(split_2d(xt, g), twin.emb->forward(ids)), targets, opts);
   check_close(lt, ls, what + " loss");
   autograd::backward({ls});
   autograd::backward({lt});
+  const CommStats sums = depth_sums(g, tied, bias, v, c);
+  check_groups({{g.dep, &sums}}, what + " depth sums");
   check_close(xt.grad(), xs.grad(), what + " input gradient");
   check_params(*twin.all, *serial.all, ctx, what);
   autograd::NoGradGuard no_grad;

@@ -69,9 +69,7 @@ Tensor keep_blocks(const Tensor& full, int q, const std::function<bool(int, int)
 // abt(., b) -> c: column q broadcasts of b, row q reduces of c; atb(a, .) -> c: row q broadcasts
 // of a, column q reduces of c.
 // 2.5D adds the depth group (the weights' gradient sums); the SUMMA products never use it.
-struct Volume {
-  CommStats row, col, dep;
-};
+using Volume = GridVolume;
 
 void add(CommStats& s, CommKind kind, int64_t calls, int64_t payload, int64_t sent,
          int64_t received) {
@@ -87,24 +85,6 @@ void broadcast_steps(CommStats& s, int q, int64_t bytes) {
 void reduce_steps(CommStats& s, int q, int64_t bytes) {
   add(s, CommKind::reduce, q, q * bytes, (q - 1) * bytes, bytes);
 }
-
-void check_volume(const SummaGrid& grid, const Volume& want, const std::string& what) {
-  std::vector<std::pair<parallel::tensor::CommPtr, const CommStats*>> groups{{grid.row, &want.row},
-                                                                             {grid.col, &want.col}};
-  if (grid.dep) groups.emplace_back(grid.dep, &want.dep);
-  if (grid.batch) groups.emplace_back(grid.batch, nullptr);  // the layers here never use it
-  const CommStats none;
-  for (int k = 0; k < parallel::kNumCommKinds; ++k) {
-    const CommKind kind = CommKind(k);
-    for (const auto& [group, predicted] : groups) {
-      const CommStats& expected = predicted ? *predicted : none;
-      check_counter(group->stats()[kind], expected[kind],
-                    str_cat(what, " ", group->name(), " ", comm_kind_name(kind)));
-    }
-  }
-}
-
-void reset(const SummaGrid& grid) { reset_stats({grid.row, grid.col, grid.dep, grid.batch}); }
 
 // ---------------------------------------------------------------- SUMMA products
 

@@ -32,6 +32,7 @@
 
 namespace tessera::testing3d {
 
+using parallel::CommKind;
 using parallel::ParallelContext;
 using parallel::tensor::Cube3D;
 using parallel::tensor::CubeCoords;
@@ -42,9 +43,31 @@ using namespace parallel::testing;  // the twin fixture (twin_*.h) and RANK_CHEC
 
 // ---------------------------------------------------------------- model layers
 
+// What the 3D embeddings move (vocab_3d.h), f32, each way: the token table's partial rows
+// (B, T, C / q^2) all-to-all over the weight group and as many bytes reduce-scattered (backward:
+// all-gathered) over the input group; the position table gathers (backward: reduce-scatters) over
+// the weight group the whole table's columns for batched ids and only the looked-up rows for
+// positions (T), not the table's L. `ids`: the whole batch's B T; `positions`: each lookup's T.
+CubeVolume embedding_volume_3d(bool vocab, bool backward, int q, int64_t ids,
+                               const nn::EmbeddingSpec& spec,
+                               const std::vector<int64_t>& positions) {
+  const int64_t cols = spec.dim / (q * q) * 4;  // bytes of one row's (C / q^2)
+  CubeVolume v;
+  if (vocab) {
+    ring(v.weight, CommKind::all_to_all, q, ids * cols);
+    ring(v.input, backward ? CommKind::all_gather : CommKind::reduce_scatter, q, ids * cols);
+    return v;
+  }
+  const CommKind kind = backward ? CommKind::reduce_scatter : CommKind::all_gather;
+  ring(v.weight, kind, q, spec.num_embeddings * cols);
+  for (int64_t rows : positions) ring(v.weight, kind, q, rows * cols);
+  return v;
+}
+
 // The token table (vocab-parallel) and a position table from make_embedding under mode 3d against
 // the serial tables from the same generator: ids (B, T) give this rank's piece; positions (T) give
-// (T, C / q^2), features chunk k q + j.
+// (T, C / q^2), features chunk k q + j, for every row of the table and for its first 5 (whose
+// other rows get no gradient); the bytes each group moves, forward and backward.
 void check_embeddings(const ParallelContext& ctx) {
   const Cube3D cube = cube_of(ctx);
   const CubeCoords at = cube.coords();
@@ -60,27 +83,44 @@ void check_embeddings(const ParallelContext& ctx) {
     RANK_CHECK(twin->type_name() == (vocab ? "VocabParallelEmbedding3D" : "Embedding3D"), what,
                ": built ", twin->type_name());
     Generator data(13);
-    const Tensor ids = randint(0, spec.num_embeddings, {2 * q, 5}, {.dtype = DType::i64}, &data);
-    const Tensor gy = smooth({2 * q, 5, spec.dim}, 41);
-    const Tensor pos = arange(0, double(spec.num_embeddings), 1.0, {.dtype = DType::i64});
-    const Tensor gp = smooth({spec.num_embeddings, spec.dim}, 42);
+    const int64_t b = 2 * q, t = 5, cols = spec.dim / (q * q);
+    const Tensor ids = randint(0, spec.num_embeddings, {b, t}, {.dtype = DType::i64}, &data);
+    const Tensor gy = smooth({b, t, spec.dim}, 41);
     // Positions (T) only for the position table (the token table takes a batch (B, ...)).
-    const Tensor ys = serial->forward(ids), ps = vocab ? Tensor() : serial->forward(pos);
-    autograd::backward({vocab ? sum(mul(ys, gy)) : add(sum(mul(ys, gy)), sum(mul(ps, gp)))});
-    const Tensor yt = gather_3d(twin->forward(ids), cube);
+    const std::vector<int64_t> lengths =
+        vocab ? std::vector<int64_t>{} : std::vector<int64_t>{spec.num_embeddings, t};
+    std::vector<Tensor> pos, gp, ps;
+    const Tensor ys = serial->forward(ids);
+    Tensor serial_loss = sum(mul(ys, gy));
+    for (const int64_t rows : lengths) {
+      pos.push_back(arange(0, double(rows), 1.0, {.dtype = DType::i64}));
+      gp.push_back(smooth({rows, spec.dim}, 42 + uint64_t(rows)));
+      ps.push_back(serial->forward(pos.back()));
+      serial_loss = add(serial_loss, sum(mul(ps.back(), gp.back())));
+    }
+    autograd::backward({serial_loss});
+
+    reset(cube);
+    const Tensor piece = twin->forward(ids);
+    std::vector<Tensor> pt;  // (T, C / q^2): every position, its features
+    for (const Tensor& p : pos) pt.push_back(twin->forward(p));
+    check_volume(cube, embedding_volume_3d(vocab, false, q, b * t, spec, lengths),
+                 what + " forward");
+    const Tensor yt = gather_3d(piece, cube);
     check_close(yt, ys, what + " of ids");
-    if (vocab) {
-      autograd::backward({sum(mul(yt, gy))});
-    } else {
-      const Tensor pt = twin->forward(pos);  // (V, C / q^2): every position, its features
-      const int64_t cols = spec.dim / (q * q);
-      check_close(pt, ps.narrow(1, at.feature_chunk() * cols, cols), what + " of positions");
+    Tensor twin_loss = sum(mul(yt, gy));
+    for (size_t n = 0; n < pos.size(); ++n) {
+      check_close(pt[n], ps[n].narrow(1, at.feature_chunk() * cols, cols),
+                  str_cat(what, " of ", lengths[n], " positions"));
       // The positions' gradient: each feature chunk's share once (on batch chunk i = 0 only, as
       // the weight group sums it over the batch chunks).
-      const Tensor gp_mine = gp.narrow(1, at.feature_chunk() * cols, cols);
-      const Tensor share = at.i == 0 ? gp_mine : mul(gp_mine, 0.0);
-      autograd::backward({add(sum(mul(yt, gy)), sum(mul(pt, share)))});
+      const Tensor gp_mine = gp[n].narrow(1, at.feature_chunk() * cols, cols);
+      twin_loss = add(twin_loss, sum(mul(pt[n], at.i == 0 ? gp_mine : mul(gp_mine, 0.0))));
     }
+    reset(cube);
+    autograd::backward({twin_loss});
+    check_volume(cube, embedding_volume_3d(vocab, true, q, b * t, spec, lengths),
+                 what + " backward");
     check_close(select(gather_3d(unsqueeze(twin->row(2), 0), cube), 0, 0), serial->row(2).detach(),
                 what + " row 2");
     check_params(*twin, *serial, ctx, what);

@@ -57,23 +57,7 @@ constexpr int64_t kF32 = 4;
 // Per rank and call, the counters of comm_types.h: all_gather and reduce_scatter count 1 call, a
 // payload of the whole (gathered / input) tensor, and (q - 1) / q of it sent and received;
 // all_reduce the tensor, 2 (q - 1) / q of it sent and received.
-struct Volume {
-  CommStats input, weight, output;
-};
-
-void reset(const Cube3D& cube) { reset_stats({cube.input, cube.weight, cube.output}); }
-
-void check_volume(const Cube3D& cube, const Volume& want, const std::string& what) {
-  for (int kind_index = 0; kind_index < parallel::kNumCommKinds; ++kind_index) {
-    const CommKind kind = CommKind(kind_index);
-    for (const auto& [group, expected] :
-         {std::pair{cube.input, &want.input}, std::pair{cube.weight, &want.weight},
-          std::pair{cube.output, &want.output}}) {
-      check_counter(group->stats()[kind], (*expected)[kind],
-                    str_cat(what, " ", group->name(), " ", comm_kind_name(kind)));
-    }
-  }
-}
+using Volume = CubeVolume;
 
 // linear_3d (matmul_3d.h) on n rows per rank, in -> out features, f32: forward input all-gather
 // to (n, in / q), weight all-gather to (out / q, in / q), output reduce-scatter of (n, out / q);

@@ -158,10 +158,52 @@ inline void check_counter(const CommCounter& got, const CommCounter& exp,
              ", predicted ", exp.bytes_received);
 }
 
+// What one check predicts the groups of a grid or cube move: a CommStats per group.
+struct GridVolume {  // 2D / 2.5D: the grid's row, column and depth groups
+  CommStats row, col, dep;
+};
+struct CubeVolume {  // 3D: the cube's input, weight and output groups
+  CommStats input, weight, output;
+};
+
+// Each group's counters since its reset against its prediction, every collective kind; a null
+// prediction says the group moved nothing, a null group is skipped.
+inline void check_groups(const std::vector<std::pair<tensor::CommPtr, const CommStats*>>& groups,
+                         const std::string& what) {
+  const CommStats none;
+  for (int k = 0; k < kNumCommKinds; ++k) {
+    const CommKind kind = CommKind(k);
+    for (const auto& [group, predicted] : groups) {
+      if (!group) continue;
+      check_counter(group->stats()[kind], (predicted ? *predicted : none)[kind],
+                    str_cat(what, " ", group->name(), " ", comm_kind_name(kind)));
+    }
+  }
+}
+// The grid's groups (the batch group, which these layers never use, moved nothing).
+inline void check_volume(const tensor::SummaGrid& grid, const GridVolume& want,
+                         const std::string& what) {
+  check_groups(
+      {{grid.row, &want.row}, {grid.col, &want.col}, {grid.dep, &want.dep}, {grid.batch, nullptr}},
+      what);
+}
+inline void check_volume(const tensor::Cube3D& cube, const CubeVolume& want,
+                         const std::string& what) {
+  check_groups(
+      {{cube.input, &want.input}, {cube.weight, &want.weight}, {cube.output, &want.output}}, what);
+}
+
 // Resets the counters of the groups given (null ones skipped).
 inline void reset_stats(std::initializer_list<tensor::CommPtr> groups) {
   for (const auto& group : groups)
     if (group) group->reset_stats();
+}
+
+inline void reset(const tensor::SummaGrid& grid) {
+  reset_stats({grid.row, grid.col, grid.dep, grid.batch});
+}
+inline void reset(const tensor::Cube3D& cube) {
+  reset_stats({cube.input, cube.weight, cube.output});
 }
 
 // The groups given (null ones skipped) moved nothing since their counters were reset: a refused
