@@ -66,12 +66,19 @@ void reset_peak_memory(Device device) {
   s.peak_bytes = s.current_bytes;
 }
 
+void reset_trace_peak(Device device) {
+  std::lock_guard<std::mutex> lock(counters().mu);
+  MemoryStats& s = slot(device);
+  s.trace_peak_bytes = s.current_bytes;
+}
+
 void record_alloc(Device device, int64_t nbytes) {
   std::lock_guard<std::mutex> lock(counters().mu);
   MemoryStats& s = slot(device);
   s.current_bytes += nbytes;
   s.num_allocs += 1;
   if (s.current_bytes > s.peak_bytes) s.peak_bytes = s.current_bytes;
+  if (s.current_bytes > s.trace_peak_bytes) s.trace_peak_bytes = s.current_bytes;
 }
 
 void record_free(Device device, int64_t nbytes) {

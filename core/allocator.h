@@ -13,6 +13,9 @@ struct MemoryStats {
   int64_t current_bytes = 0;
   int64_t peak_bytes = 0;
   int64_t num_allocs = 0;  // allocations made so far
+  // The peak since reset_trace_peak: a memory tracer's own intervals (ZeRO stage 3's warm-up
+  // samples one per parameter gather), which leave peak_bytes to whoever reports it.
+  int64_t trace_peak_bytes = 0;
 };
 
 class Allocator {
@@ -29,6 +32,7 @@ void register_allocator(DeviceType type, Allocator* allocator);
 // Byte accounting, shared by every allocator.
 MemoryStats memory_stats(Device device);
 void reset_peak_memory(Device device);
+void reset_trace_peak(Device device);
 void record_alloc(Device device, int64_t nbytes);
 void record_free(Device device, int64_t nbytes);
 

@@ -114,6 +114,7 @@ void Progress::step(const StepStats& s) {
     record["loss_scale"] = s.loss_scale;
     record["skipped_steps"] = s.skipped_steps;
   }
+  record.update(s.engine);
   write_metrics(record);
   if (!options_.out) return;
   const bool commit =

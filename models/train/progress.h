@@ -27,6 +27,9 @@ struct StepStats {
   // current and peak bytes the line shows, since there device memory is what runs out.
   std::string memory_device = "cpu";
   int64_t current_bytes = 0;  // memory held on memory_device at the end of the step
+  // The update engine's own numbers for this step (UpdateEngine::step_metrics), added to the
+  // metrics record as they are.
+  nlohmann::json engine = nlohmann::json::object();
 };
 
 struct ProgressOptions {

@@ -309,6 +309,7 @@ double Trainer::train_step(int64_t step, StepStats& stats) {
   stats.peak_bytes = memory.peak_bytes;
   stats.current_bytes = memory.current_bytes;
   stats.memory_device = device_.str();
+  stats.engine = update_->step_metrics();
   return loss;
 }
 

@@ -280,15 +280,30 @@ class ZeroUpdate : public UpdateEngine {
     const parallel::zero::Stage3Params* s3 = zero_.stage3();
     if (!s3 || !s3->chunked() || s3->options().placement.policy != "auto") return "";
     const parallel::zero::Stage3Placement p = s3->placement();
-    char line[320];
+    char line[480];
     std::snprintf(line, sizeof line,
                   "zero: the warm-up step peaked at %.2f MiB of device memory with every parameter "
                   "chunk on the host; %lld of %lld chunks (%.2f MiB) now on the device, %.2f MiB "
-                  "on the host (rank 0)",
+                  "on the host (rank 0); every chunk stays on the host, and within each step "
+                  "device copies follow the warm-up's trace, the chunk read latest evicted first",
                   double(p.warmup_peak_bytes) / (1 << 20), static_cast<long long>(p.device_chunks),
                   static_cast<long long>(p.chunks), double(p.device_bytes) / (1 << 20),
                   double(p.host_bytes) / (1 << 20));
     return line;
+  }
+
+  nlohmann::json step_metrics() override {
+    const parallel::zero::Stage3Params* s3 = zero_.stage3();
+    if (!s3 || s3->options().placement.policy != "auto" || !s3->placement().placed)
+      return nlohmann::json::object();
+    const parallel::zero::Stage3Stats& now = s3->stats();
+    nlohmann::json out = {{"zero_copies_made", now.chunk_fetches - last_.chunk_fetches},
+                          {"zero_copies_dropped", now.chunk_evictions - last_.chunk_evictions},
+                          {"zero_copied_bytes", now.fetched_bytes - last_.fetched_bytes},
+                          {"zero_copy_peak_bytes", now.peak_copy_bytes},
+                          {"zero_copy_bytes_between_steps", s3->placement().device_bytes}};
+    last_ = now;
+    return out;
   }
 
  private:
@@ -313,6 +328,7 @@ class ZeroUpdate : public UpdateEngine {
 
   parallel::zero::ShardedOptimizer zero_;
   bool built_sharded_ = false;  // its masters came from a sharded build (zero_build.h)
+  parallel::zero::Stage3Stats last_;  // stage 3's counters at the last step_metrics()
   std::optional<parallel::zero::ShardedOptimizer::NoSyncGuard> no_sync_;
 };
 

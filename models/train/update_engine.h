@@ -89,6 +89,9 @@ class UpdateEngine {
   // Once, after the first step: where ZeRO-3's auto placement put the parameter chunks ("" when
   // there is nothing to say).
   virtual std::string placement_report() const { return ""; }
+  // After each step: numbers for the metrics file (ZeRO-3's auto placement: the chunk copies it
+  // made and dropped within the step); empty when there are none.
+  virtual nlohmann::json step_metrics() { return nlohmann::json::object(); }
 };
 
 struct UpdateEngineSpec {

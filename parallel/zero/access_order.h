@@ -22,6 +22,12 @@ class AccessOrder {
   void end_window(bool training);
 
   bool recorded() const { return recorded_; }
+  // The record position of the last gather, or kOffRecord (recording, off the record, or no
+  // gather yet in this window).
+  static constexpr size_t kOffRecord = static_cast<size_t>(-1);
+  size_t position() const {
+    return recorded_ && cursor_ != kLost && cursor_ > 0 ? cursor_ - 1 : kOffRecord;
+  }
   const std::vector<size_t>& order() const { return order_; }
 
  private:

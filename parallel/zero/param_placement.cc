@@ -53,6 +53,63 @@ std::vector<bool> auto_device_chunks(const std::vector<size_t>& first_use,
   return on_device;
 }
 
+ChunkSchedule::ChunkSchedule(std::vector<std::vector<size_t>> reads, std::vector<int64_t> bytes,
+                             size_t length)
+    : reads_(std::move(reads)), bytes_(std::move(bytes)), length_(length) {
+  TS_CHECK(reads_.size() == bytes_.size(), "zero", "expected the reads of every chunk (",
+           bytes_.size(), "), got ", reads_.size());
+  for (const std::vector<size_t>& r : reads_)
+    TS_CHECK(std::is_sorted(r.begin(), r.end()) && (r.empty() || r.back() < length_), "zero",
+             "expected ascending read positions below the record's length ", length_);
+}
+
+size_t ChunkSchedule::until_read(size_t c, size_t at) const {
+  const std::vector<size_t>& r = reads_[c];
+  if (r.empty()) return SIZE_MAX;
+  auto it = std::upper_bound(r.begin(), r.end(), at);
+  return it != r.end() ? *it - at : r.front() + length_ - at;
+}
+
+int64_t ChunkSchedule::device_bytes(const std::vector<bool>& on_device) const {
+  int64_t total = 0;
+  for (size_t c = 0; c < bytes_.size(); ++c) total += on_device[c] ? bytes_[c] : 0;
+  return total;
+}
+
+void ChunkSchedule::fit(size_t at, int64_t budget, std::vector<bool>& on_device) const {
+  int64_t held = device_bytes(on_device);
+  while (held > budget) {
+    size_t latest = SIZE_MAX, farthest = 0;
+    for (size_t c = 0; c < bytes_.size(); ++c) {
+      if (!on_device[c]) continue;
+      const size_t d = until_read(c, at);
+      if (latest == SIZE_MAX || d > farthest) latest = c, farthest = d;
+    }
+    on_device[latest] = false;
+    held -= bytes_[latest];
+  }
+}
+
+void ChunkSchedule::step(size_t at, const std::vector<size_t>& need, int64_t budget,
+                         std::vector<bool>& on_device) const {
+  fit(at, budget, on_device);
+  for (size_t c : need) {
+    if (on_device[c]) continue;
+    // Room for c by evicting only copies read after it: worth it, since c is read sooner.
+    const size_t mine = until_read(c, at);
+    int64_t room = budget - device_bytes(on_device);
+    std::vector<std::pair<size_t, size_t>> later;  // (until read, chunk), read after c
+    for (size_t d = 0; d < bytes_.size(); ++d)
+      if (on_device[d] && until_read(d, at) > mine) later.emplace_back(until_read(d, at), d);
+    std::sort(later.rbegin(), later.rend());  // read latest first
+    size_t evicted = 0;
+    while (room < bytes_[c] && evicted < later.size()) room += bytes_[later[evicted++].second];
+    if (room < bytes_[c]) continue;  // stays home: the gather reads it from the host
+    for (size_t k = 0; k < evicted; ++k) on_device[later[k].second] = false;
+    on_device[c] = true;
+  }
+}
+
 int64_t parse_bytes(const std::string& text, const std::string& key) {
   size_t digits = 0;
   while (digits < text.size() && (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.'))

@@ -10,11 +10,13 @@
 //           tensor, as without this file.
 //   static  the last `host_fraction` of the chunks (by count, in model order: the layers forward
 //           reaches last) on the host, the rest on the device (Gemini's offload_param_frac).
-//   auto    a warm-up first: the first training step runs with every chunk on the host while the
-//           allocator's peak records the device memory that is not parameter chunks (activations,
-//           gathered parameters, gradients). Then chunks move to the device in the order the step
-//           first read them while that peak plus the chunks stays under `device_limit`; the rest
-//           stay on the host. A limit below the warm-up's own peak is refused, naming both.
+//   auto    a warm-up first: the first training step runs with every chunk on the host while a
+//           tracer samples the device memory that is not parameter chunks (activations, gathered
+//           parameters, gradients) between every two gathers. Every chunk then stays on the host,
+//           and the device holds copies: between steps those that fit under `device_limit` beside
+//           the step's peak (in the order the step first reads them), and within a step as many
+//           as the trace leaves room for at each gather, the copy read latest evicted first
+//           (ChunkSchedule below). A limit below the warm-up's own peak is refused, naming both.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +53,38 @@ std::vector<bool> static_host_chunks(size_t count, double host_fraction);
 // they fit (a chunk that does not fit is skipped, a later smaller one may still).
 std::vector<bool> auto_device_chunks(const std::vector<size_t>& first_use,
                                      const std::vector<int64_t>& bytes, int64_t budget);
+
+// auto, within each training step (in-step eviction, as Gemini's chunk manager evicts): every
+// chunk's home is the host, and the device holds copies of some. The warm-up's trace gives, for
+// each gather of the recorded order, the device bytes that are not chunks until the next gather,
+// so the caller knows how many bytes of chunks the device may hold there (`budget`). The schedule
+// is pure and follows the record: the read positions of every chunk are known, so it evicts the
+// copy read latest (Belady's rule: the farthest next read, wrapping into the next step; a chunk
+// never read first), and keeps a chunk it reads on the device when it fits by evicting only copies
+// read after it. Evicting a copy moves nothing (the home holds the same values); keeping one is
+// the copy the gather makes anyway, of the whole chunk.
+class ChunkSchedule {
+ public:
+  // reads[c]: the record positions at which chunk c is read, ascending; bytes[c]: its size;
+  // length: the record's length.
+  ChunkSchedule(std::vector<std::vector<size_t>> reads, std::vector<int64_t> bytes, size_t length);
+
+  // The gather at record position `at` reads chunks `need`; until the next gather the device may
+  // hold `budget` bytes of copies. Updates on_device (which chunks have a device copy).
+  void step(size_t at, const std::vector<size_t>& need, int64_t budget,
+            std::vector<bool>& on_device) const;
+  // Evicts copies, read latest after position `at` first, until they fit in `budget`.
+  void fit(size_t at, int64_t budget, std::vector<bool>& on_device) const;
+  // Record positions from `at` (exclusive) to chunk c's next read, wrapping into the next step;
+  // SIZE_MAX for a chunk never read.
+  size_t until_read(size_t c, size_t at) const;
+  int64_t device_bytes(const std::vector<bool>& on_device) const;
+
+ private:
+  std::vector<std::vector<size_t>> reads_;
+  std::vector<int64_t> bytes_;
+  size_t length_;
+};
 
 // "8G", "512M", "64K" (powers of 1024) or plain bytes, as zero.device_memory_limit is written.
 // Throws ValueError naming `key` for anything else or a value below 1.

@@ -100,6 +100,7 @@ Stage3Params::Stage3Params(std::shared_ptr<Communicator> comm, const ZeroPlan& p
     place_chunks(std::vector<bool>(count, true));
     warming_up_ = true;
     reset_peak_memory(comm_->device());
+    reset_trace_peak(comm_->device());
   }
   version_.assign(params_.size(), 0);
   std::weak_ptr<Slot> weak = slot_;
@@ -152,6 +153,18 @@ void Stage3Params::materialize(size_t p, Storage& storage) {
                  names_[p].c_str());
     std::abort();
   }
+  if (warming_up_) {  // auto's trace: the device's peak since the previous gather
+    trace_.push_back(memory_stats(comm_->device()).trace_peak_bytes);
+    reset_trace_peak(comm_->device());
+  }
+  const std::vector<size_t> next = order_.on_gather(p, options_.prefetch);
+  if (schedule_ && order_.position() != AccessOrder::kOffRecord) {
+    // In-step eviction: the copies held until the next gather fit what the warm-up left there.
+    const size_t at = order_.position();
+    std::vector<bool> on_device = copies_held();
+    schedule_->step(at, reads_at_[at], budget_at_[at], on_device);
+    apply_copies(on_device);
+  }
   Gather g;
   if (auto it = ahead_.find(p); it != ahead_.end()) {
     g = std::move(it->second);
@@ -167,7 +180,7 @@ void Stage3Params::materialize(size_t p, Storage& storage) {
     release(oldest);
   }
   // Predict and start the next gathers before waiting, so they overlap this one and what follows.
-  for (size_t q : order_.on_gather(p, options_.prefetch)) {
+  for (size_t q : next) {
     const bool held = q == p || ahead_.count(q) || !params_[q].storage()->released();
     if (!held && params_[q].numel() > 0) ahead_.emplace(q, start_gather(q));
   }
@@ -216,7 +229,20 @@ void Stage3Params::end_window(bool training) {
     release(p);
   }
   order_.end_window(training);
-  if (warming_up_ && training) place_after_warmup();
+  if (warming_up_) {
+    if (training) {
+      trace_.push_back(memory_stats(comm_->device()).trace_peak_bytes);
+      place_after_warmup();
+    } else {
+      trace_.clear();  // not the step the order records
+      reset_trace_peak(comm_->device());
+    }
+  } else if (schedule_) {
+    // Between windows (the optimizer step, evaluation) the copies fit the whole step's budget.
+    std::vector<bool> on_device = copies_held();
+    schedule_->fit(order_.order().size() - 1, rest_budget_, on_device);
+    apply_copies(on_device);
+  }
 }
 
 Tensor Stage3Params::shard_piece(size_t g, int64_t offset, int64_t numel) const {
@@ -229,7 +255,39 @@ Tensor Stage3Params::shard_piece(size_t g, int64_t offset, int64_t numel) const 
   TS_CHECK(offset + numel <= c.begin + c.numel, "zero", "shard elements [", offset, ", ",
            offset + numel, ") of group ", g, " cross the chunk [", c.begin, ", ", c.begin + c.numel,
            ")");
-  return c.data.narrow(0, offset - c.begin, numel);
+  return (c.copy.defined() ? c.copy : c.data).narrow(0, offset - c.begin, numel);
+}
+
+std::vector<bool> Stage3Params::copies_held() const {
+  std::vector<bool> out;
+  for (const auto& chunks : chunks_)
+    for (const Chunk& c : chunks) out.push_back(c.copy.defined());
+  return out;
+}
+
+void Stage3Params::apply_copies(const std::vector<bool>& on_device) {
+  autograd::NoGradGuard no_grad;
+  // Drops first, so the device never holds a new copy beside one the schedule has let go.
+  size_t i = 0;
+  for (auto& chunks : chunks_)
+    for (Chunk& c : chunks)
+      if (!on_device[i++] && c.copy.defined()) {
+        c.copy = Tensor();
+        ++stats_.chunk_evictions;
+      }
+  i = 0;
+  int64_t held = 0;
+  for (auto& chunks : chunks_) {
+    for (Chunk& c : chunks) {
+      if (on_device[i++] && !c.copy.defined()) {
+        c.copy = c.data.to(comm_->device());
+        ++stats_.chunk_fetches;
+        stats_.fetched_bytes += c.copy.numel() * int64_t(c.copy.itemsize());
+      }
+      if (c.copy.defined()) held += c.copy.numel() * int64_t(c.copy.itemsize());
+    }
+  }
+  stats_.peak_copy_bytes = std::max(stats_.peak_copy_bytes, held);
 }
 
 void Stage3Params::place_chunks(const std::vector<bool>& on_host) {
@@ -273,10 +331,35 @@ void Stage3Params::place_after_warmup() {
       bytes.push_back(c.data.numel() * int64_t(c.data.itemsize()));
     }
   }
-  const std::vector<bool> on_device = auto_device_chunks(first_use, bytes, budget);
-  std::vector<bool> on_host(on_device.size());
-  for (size_t c = 0; c < on_device.size(); ++c) on_host[c] = !on_device[c];
-  place_chunks(on_host);
+  // Every chunk stays home on the host; those that fit the whole step's budget get device copies
+  // to start with, and the schedule below keeps more while the step leaves room for them.
+  apply_copies(auto_device_chunks(first_use, bytes, budget));
+  rest_budget_ = budget;
+  // The warm-up gathered each parameter of the record once, each sampled before its gather: one
+  // sample per gather and the window's end. Anything else (a gather from a worker, say) leaves
+  // the placement static.
+  if (trace_.size() != order.size() + 1) return;
+  std::vector<std::vector<size_t>> chunks_of(params_.size());
+  size_t flat = 0;
+  for (size_t g = 0; g < chunks_.size(); ++g) {
+    for (const Chunk& c : chunks_[g]) {
+      for (const ShardPiece& pc : mine_[g])
+        if (pc.shard_offset >= c.begin && pc.shard_offset < c.begin + c.numel)
+          chunks_of[pc.param].push_back(flat);
+      ++flat;
+    }
+  }
+  std::vector<std::vector<size_t>> reads(flat);
+  reads_at_.assign(order.size(), {});
+  budget_at_.assign(order.size(), 0);
+  for (size_t i = 0; i < order.size(); ++i) {
+    reads_at_[i] = chunks_of[order[i]];
+    for (size_t c : reads_at_[i]) reads[c].push_back(i);
+    // What the device may hold in copies from gather i to the next: the limit less the warm-up's
+    // peak there and the prefetch's headroom (never below the whole step's budget).
+    budget_at_[i] = std::max(budget, options_.placement.device_limit - trace_[i + 1] - ahead);
+  }
+  schedule_.emplace(std::move(reads), std::move(bytes), order.size());
 }
 
 Stage3Placement Stage3Params::placement() const {
@@ -284,9 +367,11 @@ Stage3Placement Stage3Params::placement() const {
   for (const auto& chunks : chunks_) {
     for (const Chunk& c : chunks) {
       ++out.chunks;
+      const int64_t bytes = c.data.numel() * int64_t(c.data.itemsize());
       const bool device = c.data.device() == comm_->device();
-      out.device_chunks += device ? 1 : 0;
-      (device ? out.device_bytes : out.host_bytes) += c.data.numel() * int64_t(c.data.itemsize());
+      out.device_chunks += device || c.copy.defined() ? 1 : 0;
+      (device ? out.device_bytes : out.host_bytes) += bytes;
+      if (c.copy.defined()) out.device_bytes += bytes;
     }
   }
   out.warmup_peak_bytes = warmup_peak_;
@@ -310,6 +395,7 @@ void Stage3Params::update(const std::vector<Tensor>& masters) {
     for (Chunk& c : chunks_[g]) {
       const Tensor v = values.narrow(0, c.begin, c.numel);
       c.data.copy_(v.device() == c.data.device() ? v : v.to(c.data.device()));
+      if (c.copy.defined()) c.copy.copy_(v.device() == c.copy.device() ? v : v.to(c.copy.device()));
     }
   }
   for (const Tensor& t : params_) t.bump_version();

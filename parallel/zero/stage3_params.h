@@ -32,6 +32,7 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -64,13 +65,19 @@ struct Stage3Stats {
   int64_t released = 0;
   int64_t written_back = 0;
   int64_t peak_live_bytes = 0;  // the most bytes of gathered parameters and gathers in flight
+  // auto placement, after the warm-up: chunk copies made on the device and dropped within steps
+  // (in-step eviction), the bytes those copies moved, and the most bytes of copies held at once.
+  int64_t chunk_fetches = 0;
+  int64_t chunk_evictions = 0;
+  int64_t fetched_bytes = 0;
+  int64_t peak_copy_bytes = 0;
 };
 
 // Where this rank's compute shards are (param_placement.h).
 struct Stage3Placement {
   int64_t chunks = 0;
-  int64_t device_chunks = 0;
-  int64_t device_bytes = 0;  // of the compute shards
+  int64_t device_chunks = 0;  // living on the device, or (auto) with a device copy now
+  int64_t device_bytes = 0;   // of the compute shards
   int64_t host_bytes = 0;
   // auto: the device's peak in the warm-up step, every chunk on the host (0 before it ends).
   int64_t warmup_peak_bytes = 0;
@@ -121,13 +128,18 @@ class Stage3Params {
     int64_t begin = 0;
     int64_t numel = 0;
     Tensor data;
+    Tensor copy;  // auto: a device copy of the host chunk while the schedule keeps one
   };
 
   // The piece of group g's shard at [offset, offset + numel) (inside one chunk), where it lives.
   Tensor shard_piece(size_t g, int64_t offset, int64_t numel) const;
   void place_chunks(const std::vector<bool>& on_host);
-  // auto, at the end of the warm-up step: the chunks that fit under the limit move to the device.
+  // auto, at the end of the warm-up step: the chunks that fit under the limit at every moment
+  // get device copies, and the in-step schedule is made from the warm-up's trace.
   void place_after_warmup();
+  // auto: makes and drops device copies so that exactly `on_device` chunks have one.
+  void apply_copies(const std::vector<bool>& on_device);
+  std::vector<bool> copies_held() const;
 
   void materialize(size_t p, Storage& storage);
   Gather start_gather(size_t p);
@@ -145,6 +157,14 @@ class Stage3Params {
   Device host_;                                  // where host chunks live
   bool warming_up_ = false;                      // auto, until the first training window ends
   int64_t warmup_peak_ = 0;
+  // auto: the warm-up's device peak before the first gather, and after each until the next
+  // (the window's end after the last); then the in-step schedule, each record position's chunks
+  // and copy budget, and the budget between windows (the whole step's).
+  std::vector<int64_t> trace_;
+  std::optional<ChunkSchedule> schedule_;
+  std::vector<std::vector<size_t>> reads_at_;
+  std::vector<int64_t> budget_at_;
+  int64_t rest_budget_ = 0;
   Stage3Options options_;
   std::thread::id owner_thread_;
   std::shared_ptr<Slot> slot_;

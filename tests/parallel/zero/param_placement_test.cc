@@ -67,6 +67,60 @@ TEST_CASE("the auto placement keeps the chunks read first while they fit", "[zer
   CHECK(auto_device_chunks(first_use, bytes, 0) == std::vector<bool>{false, false, false, false});
 }
 
+// A step that reads chunk 0 at positions 0 and 5, chunk 1 at 1 and 4, chunk 2 at 2 and 3 (a
+// forward, then its backward in reverse), chunk 3 never; 10 bytes each, a record of 6.
+ChunkSchedule mirrored() {
+  return ChunkSchedule({{0, 5}, {1, 4}, {2, 3}, {}}, {10, 10, 10, 10}, 6);
+}
+
+TEST_CASE("in-step eviction drops the copy read latest, wrapping into the next step",
+          "[zero][placement]") {
+  const ChunkSchedule s = mirrored();
+  CHECK(s.until_read(0, 0) == 5);
+  CHECK(s.until_read(0, 5) == 1);  // position 0 of the next step
+  CHECK(s.until_read(2, 2) == 1);
+  CHECK(s.until_read(3, 0) == SIZE_MAX);
+  std::vector<bool> on = {true, true, true, true};
+  s.fit(2, 20, on);  // after position 2: chunk 3 (never read), then chunk 0 (read at 5)
+  CHECK(on == std::vector<bool>{false, true, true, false});
+  s.fit(2, 0, on);
+  CHECK(on == std::vector<bool>{false, false, false, false});
+}
+
+TEST_CASE("in-step eviction keeps what a gather reads when it fits, before copies read later",
+          "[zero][placement]") {
+  const ChunkSchedule s = mirrored();
+  std::vector<bool> on = {false, false, false, false};
+  s.step(0, {0}, 20, on);  // room: chunk 0 is kept
+  CHECK(on == std::vector<bool>{true, false, false, false});
+  s.step(1, {1}, 20, on);
+  CHECK(on == std::vector<bool>{true, true, false, false});
+  // Full at position 2: chunk 2 is read next at 3, chunk 0 at 5 and chunk 1 at 4, so chunk 0 goes.
+  s.step(2, {2}, 20, on);
+  CHECK(on == std::vector<bool>{false, true, true, false});
+  // The budget shrinks to one copy at position 3. Chunk 2, read now, is next read in the next
+  // step (at 2 + 6), after chunk 1 (at 4): chunk 2 goes, and reading it now does not bring it
+  // back, since that would evict chunk 1, read sooner.
+  s.step(3, {2}, 10, on);
+  CHECK(on == std::vector<bool>{false, true, false, false});
+  // At position 5 chunk 0 is next read at 6, chunk 1 at 7: chunk 1 makes room for it.
+  s.step(5, {0}, 10, on);
+  CHECK(on == std::vector<bool>{true, false, false, false});
+  // At 1, chunk 1 is next read at 4 and chunk 0 at 5: chunk 0 makes room.
+  s.step(1, {1}, 10, on);
+  CHECK(on == std::vector<bool>{false, true, false, false});
+  // A chunk read after every copy held stays home: chunk 2, read at 2, keeps its place.
+  on = {false, false, true, false};
+  s.step(1, {1}, 10, on);
+  CHECK(on == std::vector<bool>{false, false, true, false});
+  // Over budget on entry (the step's peak is near): evicted first, then nothing fits.
+  on = {true, true, true, false};
+  s.step(2, {2}, 0, on);
+  CHECK(on == std::vector<bool>{false, false, false, false});
+  CHECK(s.device_bytes({true, false, true, true}) == 30);
+  CHECK_THROWS_WITH(ChunkSchedule({{3, 1}}, {10}, 6), Catch::Contains("ascending read positions"));
+}
+
 TEST_CASE("device memory limits read as sizes", "[zero][placement]") {
   CHECK(parse_bytes("8G", "k") == int64_t(8) << 30);
   CHECK(parse_bytes("512M", "k") == int64_t(512) << 20);

@@ -10,7 +10,8 @@
 # on dp 2; offload (masters and optimizer state on the host, stepped by the CPU Adam) gives the
 # same losses under stages 1 and 3, the overlapped offload step (stages 2 and 3, stepping during
 # backward) the step-after-backward's losses bit for bit, and so does parameter offload (static and
-# auto placement, the auto run's device peak under its limit); what is not available (offload without a stage,
+# auto placement, the auto run's device peak under its limit, and with in-step eviction under a
+# limit too tight to keep chunks between steps); what is not available (offload without a stage,
 # parameter offload below stage 3, placement keys without it, LAMB / LARS, stage 3's keys under
 # another stage) is refused naming the key.
 # Usage: zero_test.sh TESSERA
@@ -118,6 +119,32 @@ else fail "auto placement: the device peak or the chunk split is wrong ($placed,
 mpi 2 60 "$tessera" train "${common[@]}" "${poff[@]}" --set zero.placement=auto \
   --set zero.device_memory_limit=100K
 expect_error "a device limit below the warm-up's peak" "zero.device_memory_limit is 102400 bytes, but the first step used" 60
+# In-step eviction: a limit 1 KiB above the warm-up's peak and the prefetch's headroom (the refused
+# run above names it) leaves room for almost no chunk at the step's peak, so between steps the
+# device keeps fewer copies than within each step, where copies are made while the activations
+# leave room and the one read latest is dropped first; the device stays under the limit and the
+# losses are stage 3's.
+ahead=$(grep -o "prefetching needs up to [0-9]* more" "$LOG" | head -n 1 | grep -o "[0-9][0-9]*")
+warm=$(python3 -c 'import json, sys; print(json.loads(open(sys.argv[1]).readline())["peak_bytes"])' \
+  "$work/s3-params-auto-roomy.jsonl")
+tight=$((warm + ahead + 1024))
+train s3-params-auto-tight 2 "now on the device" "${poff[@]}" --set zero.placement=auto \
+  --set zero.device_memory_limit="$tight"
+compare "stage 0 vs stage 3 with in-step eviction" "$work/s0.jsonl" "$work/s3-params-auto-tight.jsonl" 1e-5
+if python3 - "$work/s3-params-auto-tight.jsonl" "$tight" <<'PY'
+import json, sys
+steps = [r for r in map(json.loads, open(sys.argv[1])) if "zero_copies_made" in r]
+later = steps[1:]
+ok = (len(later) >= 10 and max(r["peak_bytes"] for r in steps) <= int(sys.argv[2])
+      and all(r["zero_copies_made"] > 0 and r["zero_copies_dropped"] > 0 for r in later)
+      and all(r["zero_copy_bytes_between_steps"] < r["zero_copy_peak_bytes"] for r in later))
+print(f"limit {sys.argv[2]}: peak {max(r['peak_bytes'] for r in steps)}, per step "
+      f"{later[-1]['zero_copies_made']} copies made and dropped, "
+      f"{later[-1]['zero_copied_bytes']} bytes, up to {later[-1]['zero_copy_peak_bytes']} held")
+sys.exit(0 if ok else 1)
+PY
+then echo "ok: in-step eviction copies chunks within each step and stays under the limit"
+else fail "in-step eviction: expected copies made and dropped in every step, fewer kept between steps, the peak under $tight"; fi
 
 # Stage 3 with its evaluation and the end-of-run sample: both read the parameters, so every rank
 # gathers them in step (a sample on rank 0 alone would hang); they print what stage 0 prints.
