@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "core/error.h"
 #include "core/profiler.h"
@@ -76,19 +77,38 @@ void Communicator::set_timeout_s(double seconds) {
   timeout_s_ = seconds;
 }
 
+namespace {
+
+// Holds a spin lock for its lifetime. The sections it guards are a few adds or a copy, so a
+// waiter yields rather than sleeps.
+class SpinGuard {
+ public:
+  explicit SpinGuard(std::atomic_flag& flag) : flag_(flag) {
+    while (flag_.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
+  }
+  ~SpinGuard() { flag_.clear(std::memory_order_release); }
+  SpinGuard(const SpinGuard&) = delete;
+  SpinGuard& operator=(const SpinGuard&) = delete;
+
+ private:
+  std::atomic_flag& flag_;
+};
+
+}  // namespace
+
 CommStats Communicator::stats() const {
-  std::lock_guard<std::mutex> lock(stats_mutex_);
+  SpinGuard lock(stats_lock_);
   return stats_;
 }
 
 void Communicator::reset_stats() {
-  std::lock_guard<std::mutex> lock(stats_mutex_);
+  SpinGuard lock(stats_lock_);
   stats_ = CommStats{};
 }
 
 void Communicator::record(CommKind kind, int64_t payload_bytes, bool is_root) {
   Traffic traffic = collective_traffic(kind, payload_bytes, size(), is_root);
-  std::lock_guard<std::mutex> lock(stats_mutex_);
+  SpinGuard lock(stats_lock_);
   CommCounter& c = stats_[kind];
   c.calls += 1;
   c.payload_bytes += payload_bytes;
@@ -134,10 +154,11 @@ WorkPtr profiled(WorkPtr work, CommKind kind, int64_t bytes) {
 WorkPtr Communicator::all_reduce(const Tensor& t, ReduceOp op) {
   check_tensor("all_reduce", t, "", device_type());
   check_reduce_op("all_reduce", t, op);
-  record(CommKind::all_reduce, nbytes(t), false);
+  const int64_t bytes = nbytes(t);
+  record(CommKind::all_reduce, bytes, false);
   t.bump_version();
-  TS_PROFILE("all_reduce", "comm", nbytes(t));
-  return profiled(do_all_reduce(t, op), CommKind::all_reduce, nbytes(t));
+  TS_PROFILE("all_reduce", "comm", bytes);
+  return profiled(do_all_reduce(t, op), CommKind::all_reduce, bytes);
 }
 
 WorkPtr Communicator::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
@@ -148,10 +169,11 @@ WorkPtr Communicator::reduce_scatter(const Tensor& in, const Tensor& out, Reduce
   TS_CHECK(in.numel() == out.numel() * size(), "reduce_scatter", "expected an input of group size ",
            size(), " x output numel ", out.numel(), " = ", out.numel() * size(),
            " elements, got input ", in.describe(), " and output ", out.describe());
-  record(CommKind::reduce_scatter, nbytes(in), false);
+  const int64_t bytes = nbytes(in);
+  record(CommKind::reduce_scatter, bytes, false);
   out.bump_version();
-  TS_PROFILE("reduce_scatter", "comm", nbytes(in));
-  return profiled(do_reduce_scatter(in, out, op), CommKind::reduce_scatter, nbytes(in));
+  TS_PROFILE("reduce_scatter", "comm", bytes);
+  return profiled(do_reduce_scatter(in, out, op), CommKind::reduce_scatter, bytes);
 }
 
 WorkPtr Communicator::all_gather(const Tensor& in, const Tensor& out) {
@@ -161,29 +183,32 @@ WorkPtr Communicator::all_gather(const Tensor& in, const Tensor& out) {
   TS_CHECK(out.numel() == in.numel() * size(), "all_gather", "expected an output of group size ",
            size(), " x input numel ", in.numel(), " = ", in.numel() * size(),
            " elements, got input ", in.describe(), " and output ", out.describe());
-  record(CommKind::all_gather, nbytes(out), false);
+  const int64_t bytes = nbytes(out);
+  record(CommKind::all_gather, bytes, false);
   out.bump_version();
-  TS_PROFILE("all_gather", "comm", nbytes(out));
-  return profiled(do_all_gather(in, out), CommKind::all_gather, nbytes(out));
+  TS_PROFILE("all_gather", "comm", bytes);
+  return profiled(do_all_gather(in, out), CommKind::all_gather, bytes);
 }
 
 WorkPtr Communicator::broadcast(const Tensor& t, int root) {
   check_tensor("broadcast", t, "", device_type());
   check_rank("broadcast", "root", root, size());
-  record(CommKind::broadcast, nbytes(t), rank() == root);
+  const int64_t bytes = nbytes(t);
+  record(CommKind::broadcast, bytes, rank() == root);
   if (rank() != root) t.bump_version();
-  TS_PROFILE("broadcast", "comm", nbytes(t));
-  return profiled(do_broadcast(t, root), CommKind::broadcast, nbytes(t));
+  TS_PROFILE("broadcast", "comm", bytes);
+  return profiled(do_broadcast(t, root), CommKind::broadcast, bytes);
 }
 
 WorkPtr Communicator::reduce(const Tensor& t, int root, ReduceOp op) {
   check_tensor("reduce", t, "", device_type());
   check_rank("reduce", "root", root, size());
   check_reduce_op("reduce", t, op);
-  record(CommKind::reduce, nbytes(t), rank() == root);
+  const int64_t bytes = nbytes(t);
+  record(CommKind::reduce, bytes, rank() == root);
   if (rank() == root) t.bump_version();
-  TS_PROFILE("reduce", "comm", nbytes(t));
-  return profiled(do_reduce(t, root, op), CommKind::reduce, nbytes(t));
+  TS_PROFILE("reduce", "comm", bytes);
+  return profiled(do_reduce(t, root, op), CommKind::reduce, bytes);
 }
 
 WorkPtr Communicator::all_to_all(const Tensor& in, const Tensor& out) {
@@ -193,29 +218,32 @@ WorkPtr Communicator::all_to_all(const Tensor& in, const Tensor& out) {
   TS_CHECK(in.numel() == out.numel() && in.numel() % size() == 0, "all_to_all",
            "expected input and output with the same numel, a multiple of group size ", size(),
            ", got input ", in.describe(), " and output ", out.describe());
-  record(CommKind::all_to_all, nbytes(in), false);
+  const int64_t bytes = nbytes(in);
+  record(CommKind::all_to_all, bytes, false);
   out.bump_version();
-  TS_PROFILE("all_to_all", "comm", nbytes(in));
-  return profiled(do_all_to_all(in, out), CommKind::all_to_all, nbytes(in));
+  TS_PROFILE("all_to_all", "comm", bytes);
+  return profiled(do_all_to_all(in, out), CommKind::all_to_all, bytes);
 }
 
 WorkPtr Communicator::send(const Tensor& t, int peer, int tag) {
   check_tensor("send", t, "", device_type());
   check_rank("send", "peer", peer, size());
   check_tag("send", tag);
-  record(CommKind::send, nbytes(t), false);
-  TS_PROFILE("send", "comm", nbytes(t));
-  return profiled(do_send(t, peer, tag), CommKind::send, nbytes(t));
+  const int64_t bytes = nbytes(t);
+  record(CommKind::send, bytes, false);
+  TS_PROFILE("send", "comm", bytes);
+  return profiled(do_send(t, peer, tag), CommKind::send, bytes);
 }
 
 WorkPtr Communicator::recv(const Tensor& t, int peer, int tag) {
   check_tensor("recv", t, "", device_type());
   check_rank("recv", "peer", peer, size());
   check_tag("recv", tag);
-  record(CommKind::recv, nbytes(t), false);
+  const int64_t bytes = nbytes(t);
+  record(CommKind::recv, bytes, false);
   t.bump_version();
-  TS_PROFILE("recv", "comm", nbytes(t));
-  return profiled(do_recv(t, peer, tag), CommKind::recv, nbytes(t));
+  TS_PROFILE("recv", "comm", bytes);
+  return profiled(do_recv(t, peer, tag), CommKind::recv, bytes);
 }
 
 WorkPtr Communicator::batch_send_recv(const std::vector<P2POp>& ops) {

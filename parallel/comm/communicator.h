@@ -3,8 +3,8 @@
 // Validation and byte counting happen here, once, for every backend.
 #pragma once
 
+#include <atomic>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -117,7 +117,9 @@ class Communicator {
 
   std::string name_;
   double timeout_s_;
-  mutable std::mutex stats_mutex_;
+  // Guards stats_. Every call takes it, so it is a spin lock: one atomic exchange to take and a
+  // plain store to release, where a mutex costs two atomic instructions and two library calls.
+  mutable std::atomic_flag stats_lock_;
   CommStats stats_;
 };
 

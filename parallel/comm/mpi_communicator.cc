@@ -1,5 +1,7 @@
 #include "parallel/comm/mpi_communicator.h"
 
+#include <utility>
+
 #include "core/error.h"
 #include "core/factory.h"
 #include "parallel/comm/mpi_check.h"
@@ -21,18 +23,18 @@ int count_of(const Tensor& t) {
 
 }  // namespace
 
-MpiCall MpiCommunicator::make_call(CommKind kind, const Tensor& in, const Tensor& out) const {
+MpiCall MpiCommunicator::make_call(CommKind kind, Tensor in, Tensor out) const {
   MpiCall c;
   c.kind = kind;
   c.comm = comm_->comm;
-  c.in = in;
-  c.out = out;
-  c.rank = rank_;
-  c.group_size = size_;
   if (in.defined()) {
     c.type = mpi_transport_type(in.dtype());
     c.count = count_of(in);
   }
+  c.in = std::move(in);
+  c.out = std::move(out);
+  c.rank = rank_;
+  c.group_size = size_;
   return c;
 }
 

@@ -46,8 +46,9 @@ class MpiCommunicator : public Communicator {
   WorkPtr do_barrier() override;
 
  private:
-  // The call of `kind` on this communicator with MPI's count and type of `in`.
-  MpiCall make_call(CommKind kind, const Tensor& in, const Tensor& out) const;
+  // The call of `kind` on this communicator with MPI's count and type of `in`. By value: the
+  // call holds the handles, and a staging buffer moves in without another reference count.
+  MpiCall make_call(CommKind kind, Tensor in, Tensor out) const;
   // A reduction: 16-bit floats get f32 staging buffers and a result to round back into.
   MpiCall make_reduce_call(CommKind kind, const Tensor& in, const Tensor& out, ReduceOp op) const;
   WorkPtr start_work(MpiCall call, const char* op);

@@ -49,16 +49,18 @@ WorkPtr MpiWork::run_blocking(const MpiCall& call, const MpiWorkInfo& info) {
     run_blocking_call(call);
   }
   finish_call(call);
-  // One shared handle: a finished work has no state.
-  static const WorkPtr finished = std::make_shared<FinishedWork>();
-  return finished;
+  // A finished work has no state, so every blocking call returns the same one, through a handle
+  // that owns nothing (the aliasing constructor over an empty owner): copying and dropping it
+  // touch no reference count.
+  static FinishedWork finished;
+  return WorkPtr(WorkPtr(), &finished);
 }
 
 MpiWork::MpiWork(Key, MpiCall call, MpiWorkInfo info)
-    : call_(std::move(call)), info_(std::move(info)) {}
+    : call_(std::move(call)), group_(info.group), info_{info.op, group_, info.timeout_s} {}
 
 MpiWork::MpiWork(MPI_Request request, MpiWorkInfo info)
-    : info_(std::move(info)), request_(request) {}
+    : group_(info.group), info_{info.op, group_, info.timeout_s}, request_(request) {}
 
 MpiWork::~MpiWork() {
   if (done_.load(std::memory_order_acquire) || !mpi_active()) return;
@@ -99,7 +101,9 @@ bool MpiWork::is_completed() {
 
 void MpiWork::wait() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (done_.load(std::memory_order_relaxed)) return;
+  // One test first: a small send is usually done by now (MPI sends it eagerly), and a message
+  // may already have arrived; either then skips arming the watchdog and MPI_Wait's setup.
+  if (poll()) return;
   BlockingCallGuard guard(info_);
   if (!guard.armed()) {
     poll_until_done();

@@ -8,8 +8,9 @@
 // blocking collective does not match a nonblocking one (MPI 3.1, 5.12; Open MPI deadlocks): so the
 // choice reads only the call's kind and size, which the ranks share, never whether this rank's
 // caller waits at once. Mixing the two forms on one communicator in the same order on every rank
-// is allowed. wait() is MPI_Wait, which progresses the request at Open MPI's own speed; it and the
-// blocking calls are timed by the watchdog (mpi_watchdog.h). Where the watchdog cannot be used
+// is allowed. wait() tests the request once (a small send is usually done already), then calls
+// MPI_Wait, which progresses the request at Open MPI's own speed; it and the blocking calls are
+// timed by the watchdog (mpi_watchdog.h). Where the watchdog cannot be used
 // (below MPI_THREAD_MULTIPLE) nothing runs blocking and wait() polls MPI_Test, spinning with
 // yields for the first milliseconds, then with short sleeps so oversubscribed ranks leave the
 // cores to their peers.
@@ -24,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "parallel/comm/communicator.h"
 #include "parallel/comm/mpi_call.h"
@@ -31,9 +33,12 @@
 
 namespace tessera::parallel {
 
+// What names a call in its errors and timeout. `group` views the communicator's name: a blocking
+// call reads it while the communicator is busy with the call, and an MpiWork, which may outlive
+// its communicator, keeps its own copy.
 struct MpiWorkInfo {
   const char* op = "";     // "all_reduce", ...
-  std::string group;       // the communicator's name
+  std::string_view group;  // the communicator's name
   double timeout_s = 300;  // seconds wait() may block
 };
 
@@ -69,8 +74,9 @@ class MpiWork : public Work {
   // Polls until done, or aborts the job at the timeout.
   void poll_until_done();
 
-  std::mutex mutex_;  // wait() / is_completed() from several threads
-  MpiCall call_;      // the operation's buffers, held until it completes
+  std::mutex mutex_;   // wait() / is_completed() from several threads
+  MpiCall call_;       // the operation's buffers, held until it completes
+  std::string group_;  // info_.group views it
   MpiWorkInfo info_;
   MPI_Request request_ = MPI_REQUEST_NULL;
   std::unique_ptr<RingAllReduce> ring_;  // instead of request_, for a ring all_reduce
