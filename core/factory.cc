@@ -96,19 +96,31 @@ template Tensor from_vector<int64_t>(const std::vector<int64_t>&, const Shape&, 
 template Tensor from_vector<bool>(const std::vector<bool>&, const Shape&, const TensorOptions&);
 
 namespace {
-// Fills a contiguous CPU f32 buffer with draw(seed, first + i), then converts into `t`.
+// Where the draws are written: `t` itself when it is a contiguous CPU f32 tensor, else a CPU f32
+// buffer converted into `t` afterwards (other dtypes, strides, devices). Drawing in place keeps a
+// model's build at one copy of each parameter (ZeRO stage 3's sharded build counts on it).
+Tensor draw_target(const Tensor& t) {
+  if (t.device().is_cpu() && t.dtype() == DType::f32 && t.is_contiguous()) return t;
+  return empty(t.shape(), {.dtype = DType::f32});
+}
+
+void finish_draw(const Tensor& drawn, const Tensor& t) {
+  if (!drawn.is_same(t)) copy_tensor(drawn, t);
+  t.bump_version();
+}
+
+// Fills `t` with draw(seed, first + i) (i: the element's index in row-major order).
 template <typename Draw>
 void draw_into(const Tensor& t, Generator* gen, Draw draw) {
   Generator& g = gen ? *gen : default_generator();
   const int64_t n = t.numel();
   const uint64_t seed = g.seed(), first = g.reserve(uint64_t(n));
-  Tensor host = empty(t.shape(), {.dtype = DType::f32});
+  Tensor host = draw_target(t);
   float* p = host.data<float>();
   parallel_for(n, 16384, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) p[i] = draw(seed, first + uint64_t(i));
   });
-  copy_tensor(host, t);
-  t.bump_version();
+  finish_draw(host, t);
 }
 
 // draw_into for a slice of a whole draw: element i of t takes the counter of its global position.
@@ -126,7 +138,7 @@ void draw_slice_into(const Tensor& t, const DrawSlice& at, Draw draw) {
   std::vector<int64_t> whole_stride(size_t(dims), 1);
   for (int64_t d = dims - 2; d >= 0; --d) whole_stride[d] = whole_stride[d + 1] * at.whole[d + 1];
   const int64_t n = t.numel();
-  Tensor host = empty(t.shape(), {.dtype = DType::f32});
+  Tensor host = draw_target(t);
   float* p = host.data<float>();
   parallel_for(n, 16384, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
@@ -139,8 +151,7 @@ void draw_slice_into(const Tensor& t, const DrawSlice& at, Draw draw) {
       p[i] = draw(at.seed, at.first + uint64_t(global));
     }
   });
-  copy_tensor(host, t);
-  t.bump_version();
+  finish_draw(host, t);
 }
 }  // namespace
 
