@@ -1,8 +1,12 @@
 #include "core/allocator.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <list>
 #include <mutex>
 #include <new>
+#include <unordered_map>
+#include <vector>
 
 #include "core/error.h"
 
@@ -26,19 +30,90 @@ MemoryStats& slot(Device d) {
   return counters().stats[int(d.type)][d.index];
 }
 
+// Large CPU blocks are kept for reuse. glibc maps every block above its mmap threshold anew and
+// unmaps it when freed, so each training step's activations would fault in fresh zeroed pages.
+// Blocks of 1 MiB and more, rounded to 64 KiB, go to a cache on release and serve the next request
+// of the same rounded size (a step allocates the same shapes every time). The cache holds at most
+// TESSERA_CPU_CACHE_MB (1024 by default; 0 turns it off); admitting a block evicts the ones freed
+// longest ago. The memory counters count tensors, never the cache. An allocation that fails
+// empties the cache and retries. Under AddressSanitizer nothing is cached, so every use after
+// free is still caught.
 class CpuAllocator final : public Allocator {
  public:
+  CpuAllocator() {
+#if defined(__SANITIZE_ADDRESS__)
+    cache_cap_ = 0;
+#else
+    const char* mb = std::getenv("TESSERA_CPU_CACHE_MB");
+    cache_cap_ = size_t(mb != nullptr ? std::strtoull(mb, nullptr, 10) : 1024ull) << 20;
+#endif
+  }
+  ~CpuAllocator() override { release_cache(); }
+
   void* allocate(size_t nbytes, Device device) override {
-    size_t rounded = (std::max<size_t>(nbytes, 1) + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
-    void* p = std::aligned_alloc(kCpuAlignment, rounded);
+    const size_t rounded = rounded_size(nbytes);
+    void* p = rounded >= kCacheFrom ? take_cached(rounded) : nullptr;
+    if (!p) p = std::aligned_alloc(kCpuAlignment, rounded);
+    if (!p && release_cache() > 0) p = std::aligned_alloc(kCpuAlignment, rounded);
     if (!p) throw InternalError("alloc", str_cat("out of CPU memory allocating ", nbytes, " bytes"));
     record_alloc(device, int64_t(nbytes));
     return p;
   }
   void deallocate(void* ptr, size_t nbytes, Device device) noexcept override {
-    std::free(ptr);
     record_free(device, int64_t(nbytes));
+    const size_t rounded = rounded_size(nbytes);
+    if (rounded < kCacheFrom || rounded > cache_cap_) return std::free(ptr);
+    std::lock_guard<std::mutex> lock(mu_);
+    while (cached_bytes_ + rounded > cache_cap_) {  // the oldest make room
+      const Block old = lru_.front();
+      lru_.pop_front();
+      auto& same = by_size_[old.size];
+      same.erase(std::find(same.begin(), same.end(), old.ptr));
+      cached_bytes_ -= old.size;
+      std::free(old.ptr);
+    }
+    lru_.push_back({rounded, ptr});
+    by_size_[rounded].push_back(ptr);
+    cached_bytes_ += rounded;
   }
+
+ private:
+  static constexpr size_t kCacheFrom = size_t(1) << 20;
+  static constexpr size_t kCacheRound = size_t(64) << 10;
+  struct Block {
+    size_t size;
+    void* ptr;
+  };
+
+  static size_t rounded_size(size_t nbytes) {
+    const size_t unit = nbytes >= kCacheFrom ? kCacheRound : kCpuAlignment;
+    return (std::max<size_t>(nbytes, 1) + unit - 1) / unit * unit;
+  }
+  void* take_cached(size_t rounded) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_size_.find(rounded);
+    if (it == by_size_.end() || it->second.empty()) return nullptr;
+    void* p = it->second.back();  // the newest of that size: its pages are the warmest
+    it->second.pop_back();
+    lru_.erase(std::find_if(lru_.begin(), lru_.end(), [p](const Block& b) { return b.ptr == p; }));
+    cached_bytes_ -= rounded;
+    return p;
+  }
+  size_t release_cache() {
+    std::lock_guard<std::mutex> lock(mu_);
+    const size_t released = cached_bytes_;
+    for (const Block& b : lru_) std::free(b.ptr);
+    lru_.clear();
+    by_size_.clear();
+    cached_bytes_ = 0;
+    return released;
+  }
+
+  std::mutex mu_;
+  std::list<Block> lru_;                                   // cached blocks, oldest first
+  std::unordered_map<size_t, std::vector<void*>> by_size_;  // rounded size -> its cached blocks
+  size_t cached_bytes_ = 0;
+  size_t cache_cap_ = 0;
 };
 
 Allocator* g_allocators[2] = {nullptr, nullptr};
