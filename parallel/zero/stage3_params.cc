@@ -17,7 +17,14 @@
 namespace tessera::parallel::zero {
 
 namespace {
+
 Tensor flat(const Tensor& t) { return t.view({t.numel()}); }
+
+// dst = src, whichever devices (or host domains) they are on.
+void copy_across(const Tensor& dst, const Tensor& src) {
+  dst.copy_(src.device() == dst.device() ? src : src.to(dst.device()));
+}
+
 }  // namespace
 
 // The materializers' way back here: cleared when the manager goes, so a parameter read after that
@@ -135,7 +142,7 @@ Stage3Params::Gather Stage3Params::start_gather(size_t p) {
     const Tensor part = g.buffer.narrow(0, o.piece.param_offset, o.piece.numel);
     if (o.owner == comm_->rank()) {
       const Tensor mine = shard_piece(group_of_[p], o.piece.shard_offset, o.piece.numel);
-      part.copy_(mine.device() == part.device() ? mine : mine.to(part.device()));
+      copy_across(part, mine);
     }
     if (comm_->size() > 1) g.works.push_back(comm_->broadcast(part, o.owner));
   }
@@ -200,9 +207,12 @@ void Stage3Params::release(size_t p) {
     const size_t g = group_of_[p];
     for (const OwnedPiece& o : owners_[p]) {
       if (o.owner != comm_->rank()) continue;
-      const Tensor mine = shard_piece(g, o.piece.shard_offset, o.piece.numel);
+      // Into the chunk and its device copy alike: the copy may be dropped, the chunk is home.
+      const Chunk& c = chunk_of(g, o.piece.shard_offset, o.piece.numel);
       const Tensor value = flat(params_[p]).narrow(0, o.piece.param_offset, o.piece.numel);
-      mine.copy_(value.device() == mine.device() ? value : value.to(mine.device()));
+      const int64_t at = o.piece.shard_offset - c.begin;
+      for (const Tensor& held : {c.data, c.copy})
+        if (held.defined()) copy_across(held.narrow(0, at, o.piece.numel), value);
     }
     ++stats_.written_back;
   }
@@ -245,7 +255,7 @@ void Stage3Params::end_window(bool training) {
   }
 }
 
-Tensor Stage3Params::shard_piece(size_t g, int64_t offset, int64_t numel) const {
+const Stage3Params::Chunk& Stage3Params::chunk_of(size_t g, int64_t offset, int64_t numel) const {
   const std::vector<Chunk>& chunks = chunks_[g];
   // The last chunk beginning at or before offset (chunks are in shard order).
   auto it = std::upper_bound(chunks.begin(), chunks.end(), offset,
@@ -255,6 +265,11 @@ Tensor Stage3Params::shard_piece(size_t g, int64_t offset, int64_t numel) const 
   TS_CHECK(offset + numel <= c.begin + c.numel, "zero", "shard elements [", offset, ", ",
            offset + numel, ") of group ", g, " cross the chunk [", c.begin, ", ", c.begin + c.numel,
            ")");
+  return c;
+}
+
+Tensor Stage3Params::shard_piece(size_t g, int64_t offset, int64_t numel) const {
+  const Chunk& c = chunk_of(g, offset, numel);
   return (c.copy.defined() ? c.copy : c.data).narrow(0, offset - c.begin, numel);
 }
 
@@ -315,50 +330,39 @@ void Stage3Params::place_after_warmup() {
            " bytes of device memory with every parameter chunk on the host (activations, gathered "
            "parameters, gradients), and prefetching needs up to ", ahead,
            " more: raise the limit, or lower the micro-batch, zero.live_params or zero.prefetch");
-  // Each chunk's first read in the recorded step: the first of its parameters' gathers.
-  std::vector<size_t> first_gather(params_.size(), SIZE_MAX);
+  // Every chunk's reads in the recorded step: the gathers of the parameters it holds pieces of.
   const std::vector<size_t>& order = order_.order();
-  for (size_t i = order.size(); i-- > 0;) first_gather[order[i]] = i;
-  std::vector<size_t> first_use;
+  std::vector<std::vector<size_t>> chunks_of(params_.size());
   std::vector<int64_t> bytes;
   for (size_t g = 0; g < chunks_.size(); ++g) {
     for (const Chunk& c : chunks_[g]) {
-      size_t first = SIZE_MAX;
       for (const ShardPiece& pc : mine_[g])
         if (pc.shard_offset >= c.begin && pc.shard_offset < c.begin + c.numel)
-          first = std::min(first, first_gather[pc.param]);
-      first_use.push_back(first);
+          chunks_of[pc.param].push_back(bytes.size());
       bytes.push_back(c.data.numel() * int64_t(c.data.itemsize()));
     }
   }
-  // Every chunk stays home on the host; those that fit the whole step's budget get device copies
-  // to start with, and the schedule below keeps more while the step leaves room for them.
+  std::vector<std::vector<size_t>> reads(bytes.size());
+  reads_at_.assign(order.size(), {});
+  for (size_t i = 0; i < order.size(); ++i) {
+    reads_at_[i] = chunks_of[order[i]];
+    for (size_t c : reads_at_[i]) reads[c].push_back(i);
+  }
+  // Every chunk stays home on the host; those that fit the whole step's budget, first read first,
+  // get device copies to start with, and the schedule keeps more while the step leaves room.
+  std::vector<size_t> first_use;
+  for (const std::vector<size_t>& r : reads) first_use.push_back(r.empty() ? SIZE_MAX : r.front());
   apply_copies(auto_device_chunks(first_use, bytes, budget));
   rest_budget_ = budget;
   // The warm-up gathered each parameter of the record once, each sampled before its gather: one
   // sample per gather and the window's end. Anything else (a gather from a worker, say) leaves
   // the placement static.
   if (trace_.size() != order.size() + 1) return;
-  std::vector<std::vector<size_t>> chunks_of(params_.size());
-  size_t flat = 0;
-  for (size_t g = 0; g < chunks_.size(); ++g) {
-    for (const Chunk& c : chunks_[g]) {
-      for (const ShardPiece& pc : mine_[g])
-        if (pc.shard_offset >= c.begin && pc.shard_offset < c.begin + c.numel)
-          chunks_of[pc.param].push_back(flat);
-      ++flat;
-    }
-  }
-  std::vector<std::vector<size_t>> reads(flat);
-  reads_at_.assign(order.size(), {});
+  // What the device may hold in copies from gather i to the next: the limit less the warm-up's
+  // peak there and the prefetch's headroom (never below the whole step's budget).
   budget_at_.assign(order.size(), 0);
-  for (size_t i = 0; i < order.size(); ++i) {
-    reads_at_[i] = chunks_of[order[i]];
-    for (size_t c : reads_at_[i]) reads[c].push_back(i);
-    // What the device may hold in copies from gather i to the next: the limit less the warm-up's
-    // peak there and the prefetch's headroom (never below the whole step's budget).
+  for (size_t i = 0; i < order.size(); ++i)
     budget_at_[i] = std::max(budget, options_.placement.device_limit - trace_[i + 1] - ahead);
-  }
   schedule_.emplace(std::move(reads), std::move(bytes), order.size());
 }
 
@@ -394,8 +398,8 @@ void Stage3Params::update(const std::vector<Tensor>& masters) {
     }
     for (Chunk& c : chunks_[g]) {
       const Tensor v = values.narrow(0, c.begin, c.numel);
-      c.data.copy_(v.device() == c.data.device() ? v : v.to(c.data.device()));
-      if (c.copy.defined()) c.copy.copy_(v.device() == c.copy.device() ? v : v.to(c.copy.device()));
+      copy_across(c.data, v);
+      if (c.copy.defined()) copy_across(c.copy, v);
     }
   }
   for (const Tensor& t : params_) t.bump_version();

@@ -131,7 +131,9 @@ class Stage3Params {
     Tensor copy;  // auto: a device copy of the host chunk while the schedule keeps one
   };
 
-  // The piece of group g's shard at [offset, offset + numel) (inside one chunk), where it lives.
+  // The chunk of group g holding shard elements [offset, offset + numel).
+  const Chunk& chunk_of(size_t g, int64_t offset, int64_t numel) const;
+  // That piece where a read finds it: the chunk's device copy if it has one, else the chunk.
   Tensor shard_piece(size_t g, int64_t offset, int64_t numel) const;
   void place_chunks(const std::vector<bool>& on_host);
   // auto, at the end of the warm-up step: the chunks that fit under the limit at every moment
