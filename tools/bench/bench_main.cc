@@ -1,6 +1,6 @@
-// `bench [kernels | train | comm | cuda] [options]`, `mpirun -np N bench tp | zero | pp`:
-// benchmarks. kernels (the default), train and cuda print Tessera beside PyTorch measured in the
-// same run; comm, tp, zero and pp run under mpirun.
+// `bench [kernels | gemm | train | comm | cuda | adam] [options]`, `mpirun -np N bench tp | zero |
+// pp | sp`: benchmarks. kernels (the default), train, cuda and adam print Tessera beside PyTorch
+// measured in the same run, gemm beside OpenBLAS; comm, tp, zero, pp and sp run under mpirun.
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -13,13 +13,15 @@ namespace tessera::bench {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: bench [kernels | train | comm | cuda | adam] [options]   (bench <subcommand> --help for "
+    "usage: bench [kernels | gemm | train | comm | cuda | adam] [options]   (bench <subcommand> --help for "
     "its options)\n"
     "       mpirun -np N bench tp [options]\n"
     "       mpirun -np N bench zero [options]\n"
     "       mpirun -np P bench pp [options]\n"
     "       mpirun -np N bench sp [options]\n"
     "  kernels   GPT-2 124M op timings, Tessera vs PyTorch eager (the default subcommand)\n"
+    "  gemm      SGEMM per micro-kernel ISA on the GPT-2 124M products and their tensor-\n"
+    "            parallel shards, Tessera vs OpenBLAS's cblas_sgemm with the same ISA's kernels\n"
     "  train     GPT-2 124M training step: tokens/s and peak memory, Tessera vs PyTorch\n"
     "  comm      collectives (time, algbw, busbw) and data-parallel scaling; mpirun -np N\n"
     "  cuda      one GPU: GEMM and fused-attention TFLOP/s, GPT-2 124M training tokens/s, MFU\n"
@@ -61,6 +63,10 @@ int run(int argc, char** argv) {
   if (sub == "kernels") {
     if (wants_help(args)) return print_help(kKernelsUsage);
     return run_kernels_command(args, argv0);
+  }
+  if (sub == "gemm") {
+    if (wants_help(args)) return print_help(kGemmUsage);
+    return run_gemm_command(args);
   }
   if (sub == "train") {
     if (wants_help(args)) return print_help(kTrainUsage);

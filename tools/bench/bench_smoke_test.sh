@@ -51,6 +51,35 @@ grep -q "^PyTorch peer unavailable: /nonexistent/python3 not found" <<<"$out" ||
 "$bench" --no-peer --filter no_such_op >/dev/null 2>&1
 [ $? -eq 2 ] || fail "expected exit status 2 for a filter that matches nothing"
 
+# ---- gemm: OpenBLAS pinned to the ISA's kernels, the tensor-parallel shards ----
+out="$("$bench" gemm --quick --isa avx2 --threads 1 --filter "T=256 768->768 " 2>/dev/null)"
+status=$?
+echo "$out"
+[ "$status" -eq 0 ] || fail "gemm: expected exit status 0, got $status"
+grep -q "^Tessera SGEMM vs OpenBLAS cblas_sgemm, f32, row-major: 1 threads" <<<"$out" ||
+  fail "gemm: expected the header line"
+# setup.sh installs OpenBLAS; the copy loaded must report the family it was pinned to.
+grep -q "^## avx2: Tessera's avx2 micro-kernel vs OpenBLAS Haswell kernels (OpenBLAS " <<<"$out" ||
+  fail "gemm: expected OpenBLAS on its Haswell kernels, got: $out"
+rows=$(grep -E "^\| T=256 768->768 (fwd|dX|dW) " <<<"$out")
+[ "$(wc -l <<<"$rows")" -eq 3 ] || fail "gemm: expected 3 rows (fwd, dX, dW), got: $rows"
+while read -r row; do
+  bad=$(positive_cells "$row" 2) || fail "gemm: $bad in: $row"
+done <<<"$rows"
+grep -qE "^ratio over 3 products: median [0-9.]+x, lowest" <<<"$out" ||
+  fail "gemm: expected the ratio summary"
+out="$("$bench" gemm --quick --no-peer --threads 1 --filter tp8 2>/dev/null)"
+[ $? -eq 0 ] || fail "gemm --no-peer: expected exit status 0"
+# 1D shards over 8 ranks: q|k|v 768->288, out 96->768, fc1 768->384, fc2 384->768, 3 products each.
+[ "$(grep -cE "^\| T=1024 tp8 (768->288|96->768|768->384|384->768) (fwd|dX|dW) .*\| - +\| - +\|$" \
+  <<<"$out")" -eq 12 ] || fail "gemm --no-peer: expected 12 tp8 rows without a peer, got: $out"
+grep -q "OpenBLAS .* kernels: skipped (--no-peer)" <<<"$out" || fail "gemm: expected the no-peer note"
+for bad in "--isa sse" "--filter no_such_product" "--threads 0"; do
+  # shellcheck disable=SC2086
+  "$bench" gemm --quick $bad >/dev/null 2>&1
+  [ $? -eq 2 ] || fail "gemm $bad: expected exit status 2"
+done
+
 # ---- train, Tessera only ----
 out="$("$bench" train --model gpt-tiny --shapes 2x16,2x64 --warmup 1 --steps 2 --threads 1 \
   --no-peer 2>/dev/null)"

@@ -16,6 +16,9 @@ int run_cuda_command(const std::vector<std::string>& args, const std::string& ar
 // `bench adam`: an AdamW step over a GPT's f32 parameters, Tessera's CPU Adam vs PyTorch's
 // foreach AdamW in the same run. argv0 locates adam_torch_peer.py.
 int run_adam_command(const std::vector<std::string>& args, const std::string& argv0);
+// `bench gemm`: Tessera's SGEMM per micro-kernel ISA beside OpenBLAS's cblas_sgemm (loaded at run
+// time) on the GPT-2 124M products and their tensor-parallel shards.
+int run_gemm_command(const std::vector<std::string>& args);
 // `bench comm` (under mpirun): collectives and data-parallel scaling. argc/argv are the whole
 // command line (MPI_Init may read it); options start at argv[first].
 int run_comm_command(int argc, char** argv, int first);
@@ -40,6 +43,7 @@ extern const char* const kTrainUsage;
 extern const char* const kCommUsage;
 extern const char* const kCudaUsage;
 extern const char* const kAdamUsage;
+extern const char* const kGemmUsage;
 extern const char* const kTpUsage;
 extern const char* const kZeroUsage;
 extern const char* const kPpUsage;

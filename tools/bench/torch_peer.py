@@ -11,8 +11,9 @@ peak RSS during that shape.
 training step) on cuda:N; see torch_cuda_peer.py.
 Prints one JSON object on stdout: {"torch_version", "threads", "blas"[, "device"], "results":
 [{"id", "seconds"[, "peak_rss_bytes" | "peak_device_bytes"]}]} or {"error": "..."}.
-Run it with Debian's /usr/bin/python3 (the one that sees python3-torch) and with
-OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset so OpenBLAS picks its best kernels for this CPU.
+Run it with Debian's /usr/bin/python3 (the one that sees python3-torch); the bench sets
+OPENBLAS_CORETYPE to the kernel family of the host's ISA (OpenBLAS 0.3.21's own detection falls back
+to SSE3 kernels on CPUs newer than itself), and "blas" names the family OpenBLAS reports it runs.
 """
 
 import argparse
@@ -39,19 +40,39 @@ def median_seconds(fn, warmup, min_seconds, min_reps, max_reps):
 
 
 def loaded_blas():
-    """Which BLAS library this process mapped (torch 1.13 from Debian links libblas.so.3)."""
+    """Which BLAS library this process mapped (torch 1.13 from Debian links libblas.so.3), and for
+    OpenBLAS the kernel family it runs: "openblas-openmp (SkylakeX)"."""
     try:
         with open("/proc/self/maps") as maps:
-            text = maps.read()
+            lines = maps.read().splitlines()
     except OSError:
         return "unknown"
+    text = "\n".join(lines)
     for name in ("openblas-openmp", "openblas-pthread", "openblas-serial", "openblas", "mkl",
                  "blis", "atlas"):
         if name in text:
+            if name.startswith("openblas"):
+                return f"{name} ({openblas_core(lines, name)})"
             return name
     if "libblas.so" in text:
         return "reference (netlib)"
     return "unknown"
+
+
+def openblas_core(maps_lines, name):
+    """openblas_get_corename() of the mapped OpenBLAS ("unknown kernels" when not callable)."""
+    import ctypes
+
+    for line in maps_lines:
+        path = line.split()[-1] if line.split() else ""
+        if name in path and path.startswith("/"):
+            try:
+                get = ctypes.CDLL(path).openblas_get_corename
+                get.restype = ctypes.c_char_p
+                return get().decode()
+            except (OSError, AttributeError):
+                continue
+    return "unknown kernels"
 
 
 def reset_peak_rss():

@@ -1,4 +1,4 @@
-// Spawning the PyTorch peer: spec file out, JSON in, with OpenBLAS free to pick its best kernels.
+// Spawning the PyTorch peer: spec file out, JSON in, with OpenBLAS on the host ISA's kernels.
 #include "tools/bench/torch_peer_client.h"
 
 #include <sys/wait.h>
@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+
+#include "tools/bench/openblas_peer.h"
 
 namespace tessera::bench {
 namespace {
@@ -123,11 +125,13 @@ PeerResult run_peer(const char* spec_flag, const std::string& spec_json, const s
     r.reason = "could not create a temporary spec file";
     return r;
   }
-  // OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (set on this machine kind) force OpenBLAS's AVX2 kernels:
-  // unset them so the peer runs what a user's PyTorch would.
+  // OpenBLAS runs the kernels of the host's ISA (see openblas_coretype_for_host: its own detection
+  // can fall back to SSE3 ones), whatever OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE the caller set.
   const std::string threads = std::to_string(opts.threads);
-  const std::string cmd = "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=" +
-                          threads + " " + shell_quote(python) + " " +
+  const std::string core = openblas_coretype_for_host();
+  const std::string cmd = "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE " +
+                          (core.empty() ? "" : "OPENBLAS_CORETYPE=" + core + " ") +
+                          "OMP_NUM_THREADS=" + threads + " " + shell_quote(python) + " " +
                           shell_quote(opts.script) + " " + spec_flag + " " +
                           shell_quote(spec.path()) + " --threads " + threads + extra;
   std::fflush(stdout);
