@@ -8,8 +8,9 @@
 # What makes the peer fair:
 #  - Debian's python3-torch links the generic libblas.so.3; without OpenBLAS that is the reference
 #    BLAS, about 30x slower. libopenblas0-openmp (installed by tools/setup.sh) switches it.
-#  - This machine kind sets OPENBLAS_CORETYPE=Haswell and OPENBLAS_L2_SIZE, which pin OpenBLAS to
-#    its AVX2 kernels; the bench unsets both for the peer only (tests keep them).
+#  - OpenBLAS 0.3.21 detects CPUs newer than itself as its SSE3 "Prescott" (an Emerald Rapids Xeon
+#    here: 64 instead of 300 GFLOP/s), so the bench pins the peer's OPENBLAS_CORETYPE to the host
+#    ISA's kernels (SkylakeX with AVX-512, Haswell with AVX2) and prints the family it ran.
 #  - Both sides use the same thread count (torch.set_num_threads and OMP_NUM_THREADS).
 #  - The peer runs with /usr/bin/python3: the `python3` first on PATH may not see python3-torch.
 # Benchmarks on a shared machine are noisy: the header line prints the load average.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <utility>
 #include <vector>
 
 namespace tessera::bench {
@@ -19,20 +20,14 @@ struct TimingOptions {
 // Few repetitions, for smoke tests: numbers are rough but every code path runs.
 inline TimingOptions quick_timing() { return {1, 0.02, 2, 20}; }
 
-// Median is robust to the odd descheduled repetition on a shared machine.
-inline double median_seconds(const std::function<void()>& fn, const TimingOptions& opts) {
-  for (int i = 0; i < opts.warmup; ++i) fn();
-  std::vector<double> times;
-  double spent = 0.0;
-  while (int(times.size()) < opts.max_reps &&
-         (int(times.size()) < opts.min_reps || spent < opts.min_seconds)) {
-    const auto start = std::chrono::steady_clock::now();
-    fn();
-    const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    times.push_back(s);
-    spent += s;
-  }
+namespace detail {
+inline double seconds_of(const std::function<void()>& fn) {
+  const auto start = std::chrono::steady_clock::now();
+  fn();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+inline double median_of(std::vector<double> times) {
   if (times.empty()) return 0.0;
   const size_t mid = times.size() / 2;
   std::nth_element(times.begin(), times.begin() + mid, times.end());
@@ -40,6 +35,42 @@ inline double median_seconds(const std::function<void()>& fn, const TimingOption
   const double upper = times[mid];
   const double lower = *std::max_element(times.begin(), times.begin() + mid);
   return 0.5 * (lower + upper);
+}
+}  // namespace detail
+
+// Median is robust to the odd descheduled repetition on a shared machine.
+inline double median_seconds(const std::function<void()>& fn, const TimingOptions& opts) {
+  for (int i = 0; i < opts.warmup; ++i) fn();
+  std::vector<double> times;
+  double spent = 0.0;
+  while (int(times.size()) < opts.max_reps &&
+         (int(times.size()) < opts.min_reps || spent < opts.min_seconds)) {
+    times.push_back(detail::seconds_of(fn));
+    spent += times.back();
+  }
+  return detail::median_of(std::move(times));
+}
+
+// The medians of two functions timed in alternation, a b a b ..., each repetition count and time
+// budget as median_seconds's: a host whose speed drifts over seconds (a shared VM's clock, another
+// tenant) then slows both alike, and their ratio stays meaningful.
+inline std::pair<double, double> paired_median_seconds(const std::function<void()>& a,
+                                                       const std::function<void()>& b,
+                                                       const TimingOptions& opts) {
+  for (int i = 0; i < opts.warmup; ++i) {
+    a();
+    b();
+  }
+  std::vector<double> ta, tb;
+  double spent_a = 0.0, spent_b = 0.0;
+  while (int(ta.size()) < opts.max_reps &&
+         (int(ta.size()) < opts.min_reps || std::min(spent_a, spent_b) < opts.min_seconds)) {
+    ta.push_back(detail::seconds_of(a));
+    tb.push_back(detail::seconds_of(b));
+    spent_a += ta.back();
+    spent_b += tb.back();
+  }
+  return {detail::median_of(std::move(ta)), detail::median_of(std::move(tb))};
 }
 
 }  // namespace tessera::bench
