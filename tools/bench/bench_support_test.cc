@@ -1,7 +1,8 @@
 // Tests for the bench's case list, work counts, table layout, timing protocol, command-line
-// readers, peak-RSS reading and the PyTorch peer's JSON protocol (and the peer script itself, in
+// readers, peak-RSS and steal readings, the OpenBLAS peer and the PyTorch peer's JSON protocol (and the peer script itself, in
 // both modes, when PyTorch is installed).
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -12,6 +13,7 @@
 #include "tools/bench/bench_args.h"
 #include "tools/bench/system_info.h"
 #include "tools/bench/cases.h"
+#include "tools/bench/openblas_peer.h"
 #include "tools/bench/table.h"
 #include "tools/bench/timer.h"
 #include "tools/bench/torch_peer_client.h"
@@ -123,6 +125,78 @@ TEST_CASE("median_seconds runs warm-up plus at least min_reps calls") {
   TimingOptions capped{0, 10.0, 1, 4};  // the time budget is never met: max_reps stops it
   median_seconds([&] { ++calls; }, capped);
   CHECK(calls == 4);
+}
+
+TEST_CASE("paired_median_seconds alternates the two and gives each its own median") {
+  std::string order;
+  TimingOptions t{1, 0.0, 3, 100};
+  const auto [a, b] = paired_median_seconds(
+      [&] { order += 'a'; },
+      [&] {
+        order += 'b';
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
+        while (std::chrono::steady_clock::now() < until) {
+        }
+      },
+      t);
+  CHECK(order == "abababab");  // one warm-up pair, then three timed pairs
+  CHECK(a >= 0.0);
+  CHECK(b >= 0.002);
+  CHECK(b > a);
+}
+
+TEST_CASE("steal_share and steal_report read the hypervisor's share of CPU time") {
+  const CpuTimes begin{.steal = 100, .total = 1000}, end{.steal = 130, .total = 1200};
+  CHECK(steal_share(begin, end) == Approx(0.15));
+  CHECK(steal_share(CpuTimes{}, end) == -1.0);  // unreadable
+  CHECK(steal_share(end, end) == -1.0);         // no time passed
+  CHECK(steal_report(-1.0, -1.0).empty());
+  const std::string quiet = steal_report(0.01, 0.02);
+  CHECK(quiet == "CPU time stolen by the hypervisor while Tessera ran: 1%, while PyTorch ran: 2%");
+  const std::string noisy = steal_report(0.22, -1.0);
+  CHECK(noisy.find("while Tessera ran: 22% (above 5%") != std::string::npos);
+  CHECK(noisy.find("PyTorch") == std::string::npos);
+  const CpuTimes now = cpu_times();
+  if (now.total > 0) CHECK(now.steal <= now.total);
+}
+
+TEST_CASE("OpenBlas runs the kernel family it is pinned to and agrees with a plain product") {
+  std::string reason;
+  const std::unique_ptr<OpenBlas> blas = OpenBlas::load("Haswell", 1, &reason);
+  if (!blas) {
+    WARN("OpenBLAS not loadable, skipping: " << reason);
+    return;
+  }
+  CHECK(blas->corename() == "Haswell");
+  CHECK(blas->config().find("OpenBLAS") != std::string::npos);
+  // C (2, 3) = A^T B with A stored (4, 2): the transposed path.
+  const float a[] = {1, 2, 3, 4, 5, 6, 7, 8};                   // (4, 2)
+  const float b[] = {1, 0, 2, 0, 1, 0, 1, 1, 1, -1, 0, 3};      // (4, 3)
+  float c[6] = {10, 10, 10, 10, 10, 10};
+  blas->sgemm(true, false, 2, 3, 4, 1.0f, a, 2, b, 3, 0.5f, c, 3);
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 3; ++j) {
+      float want = 5.0f;
+      for (int k = 0; k < 4; ++k) want += a[k * 2 + i] * b[k * 3 + j];
+      CHECK(c[i * 3 + j] == Approx(want));
+    }
+  }
+  // A second copy in the same process runs another family.
+  if (openblas_coretype_for_host() == "SkylakeX") {
+    const std::unique_ptr<OpenBlas> wide = OpenBlas::load("SkylakeX", 1, &reason);
+    REQUIRE(wide);
+    CHECK(wide->corename() == "SkylakeX");
+    CHECK(blas->corename() == "Haswell");
+  }
+}
+
+TEST_CASE("openblas_coretype_for_host follows the ISA, and TESSERA_ISA=avx2") {
+  const std::string best = openblas_coretype_for_host();
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) CHECK(best == "SkylakeX");
+  ::setenv("TESSERA_ISA", "avx2", 1);
+  if (__builtin_cpu_supports("avx2")) CHECK(openblas_coretype_for_host() == "Haswell");
+  ::unsetenv("TESSERA_ISA");
 }
 
 TEST_CASE("parse_peer_output reads results, errors and garbage") {

@@ -120,6 +120,7 @@ int run_kernels_command(const std::vector<std::string>& argv, const std::string&
 
   std::vector<double> ours(cases.size(), 0.0);
   std::vector<std::string> failures;
+  const CpuTimes ours_begin = cpu_times();
   for (size_t i = 0; i < cases.size(); ++i) {
     const BenchCase& c = cases[i];
     std::fprintf(stderr, "[bench] tessera %s %s ... ", c.op.c_str(), c.shape.c_str());
@@ -132,8 +133,12 @@ int run_kernels_command(const std::vector<std::string>& argv, const std::string&
     }
   }
 
+  const double ours_steal = steal_share(ours_begin, cpu_times());
+
   PeerResult peer;
+  double peer_steal = -1.0;
   if (args.peer) {
+    const CpuTimes peer_begin = cpu_times();
     PeerOptions po;
     po.python = args.python;
     po.script = args.peer_script.empty() ? find_peer_script(argv0) : args.peer_script;
@@ -141,6 +146,7 @@ int run_kernels_command(const std::vector<std::string>& argv, const std::string&
     po.timing = timing;
     std::fprintf(stderr, "[bench] running the PyTorch peer (%zu cases) ...\n", cases.size());
     peer = run_torch_peer(cases, po);
+    peer_steal = steal_share(peer_begin, cpu_times());
   }
 
   std::printf("%s", results_table(cases, ours, peer).render().c_str());
@@ -154,6 +160,9 @@ int run_kernels_command(const std::vector<std::string>& argv, const std::string&
     std::printf("PyTorch peer unavailable: %s\n", peer.reason.c_str());
   } else {
     std::printf("PyTorch peer skipped (--no-peer)\n");
+  }
+  if (const std::string steal = steal_report(ours_steal, peer_steal); !steal.empty()) {
+    std::printf("%s\n", steal.c_str());
   }
   std::printf(
       "GFLOP/s count 2*M*N*K per GEMM; attention 4*B*H*T*T*D halved for the causal mask, "

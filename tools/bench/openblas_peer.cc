@@ -37,7 +37,10 @@ class ScopedEnv {
 
 std::string openblas_coretype_for_host() {
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+  // TESSERA_ISA=avx2 runs our AVX2 kernels on an AVX-512 host; the peer then runs its AVX2 ones.
+  const char* isa = std::getenv("TESSERA_ISA");
+  const bool avx2_only = isa != nullptr && std::string(isa) == "avx2";
+  if (!avx2_only && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")) {
     return "SkylakeX";
   }

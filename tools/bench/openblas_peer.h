@@ -13,7 +13,8 @@ namespace tessera::bench {
 // "SkylakeX" with AVX-512 F/BW/DQ/VL, "Haswell" with AVX2 and FMA, "" otherwise. OpenBLAS 0.3.21's
 // own detection falls back to its SSE3 "Prescott" kernels on CPUs newer than itself (an Emerald
 // Rapids Xeon here: 64 GFLOP/s against SkylakeX's 300), which would flatter every GEMM ratio, so
-// the peers are pinned to the family the host's ISA runs.
+// the peers are pinned to the family the host's ISA runs. Under TESSERA_ISA=avx2 (our AVX2
+// kernels on an AVX-512 host) it is "Haswell", so both sides run the same ISA.
 std::string openblas_coretype_for_host();
 
 // One private copy of libopenblas.so.0 (its own link namespace, so two copies in one process can

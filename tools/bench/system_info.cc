@@ -25,6 +25,39 @@ std::string load_average() {
   return one + " " + five + " " + fifteen;
 }
 
+CpuTimes cpu_times() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  if (!(in >> cpu) || cpu != "cpu") return {};
+  // user nice system idle iowait irq softirq steal [guest guest_nice, already counted in user]
+  CpuTimes t;
+  for (int field = 0; field < 8; ++field) {
+    uint64_t ticks = 0;
+    if (!(in >> ticks)) return {};
+    t.total += ticks;
+    if (field == 7) t.steal = ticks;
+  }
+  return t;
+}
+
+double steal_share(const CpuTimes& begin, const CpuTimes& end) {
+  if (begin.total == 0 || end.total <= begin.total) return -1.0;
+  return double(end.steal - begin.steal) / double(end.total - begin.total);
+}
+
+std::string steal_report(double tessera, double peer) {
+  if (tessera < 0 && peer < 0) return "";
+  auto percent = [](double share) { return std::to_string(int(share * 100.0 + 0.5)) + "%"; };
+  std::string text = "CPU time stolen by the hypervisor";
+  if (tessera >= 0) text += " while Tessera ran: " + percent(tessera);
+  if (peer >= 0) text += std::string(tessera >= 0 ? "," : "") + " while PyTorch ran: " + percent(peer);
+  if (tessera > 0.05 || peer > 0.05) {
+    text += " (above 5%: other guests slowed the columns unevenly; rerun, or compare medians of "
+            "several runs)";
+  }
+  return text;
+}
+
 int64_t peak_rss_bytes() {
   std::ifstream in("/proc/self/status");
   std::string line;

@@ -13,6 +13,19 @@ std::string cpu_model();
 // machine explains noisy numbers.
 std::string load_average();
 
+// The host's CPU time so far (/proc/stat, in clock ticks over all CPUs), and the share of it a
+// hypervisor gave to other guests ("steal"). On a shared VM that share swings from 0 to more than
+// half within seconds; a side measured while it was high is slowed in a way its peer was not.
+struct CpuTimes {
+  uint64_t steal = 0, total = 0;  // total == 0: /proc/stat unreadable
+};
+CpuTimes cpu_times();
+// Steal over [begin, end) as a fraction of all CPU time then; -1 when unknown.
+double steal_share(const CpuTimes& begin, const CpuTimes& end);
+// "CPU time stolen by the hypervisor while Tessera ran: 3%, while PyTorch ran: 21%", with a warning
+// when either is above 5% ("" when neither is known). A share < 0 is left out.
+std::string steal_report(double tessera, double peer);
+
 // The process's peak resident set size in bytes (VmHWM; 0 when /proc is unreadable).
 int64_t peak_rss_bytes();
 // Lowers the peak mark to the current RSS (writes 5 to /proc/self/clear_refs), so one phase of a

@@ -171,6 +171,7 @@ int run_train_command(const std::vector<std::string>& argv, const std::string& a
 
   std::vector<TrainStepResult> ours(args.shapes.size());
   std::vector<std::string> failures;
+  const CpuTimes ours_begin = cpu_times();
   for (size_t i = 0; i < args.shapes.size(); ++i) {
     const auto [b, t] = args.shapes[i];
     std::fprintf(stderr, "[bench] tessera train %s %lld x %lld ... ", args.model.c_str(),
@@ -185,8 +186,12 @@ int run_train_command(const std::vector<std::string>& argv, const std::string& a
     }
   }
 
+  const double ours_steal = steal_share(ours_begin, cpu_times());
+
   PeerResult peer;
+  double peer_steal = -1.0;
   if (args.peer) {
+    const CpuTimes peer_begin = cpu_times();
     PeerOptions po;
     po.python = args.python;
     po.script = args.peer_script.empty() ? find_peer_script(argv0) : args.peer_script;
@@ -194,6 +199,7 @@ int run_train_command(const std::vector<std::string>& argv, const std::string& a
     std::fprintf(stderr, "[bench] running the PyTorch peer (%zu shapes) ...\n",
                  args.shapes.size());
     peer = run_torch_train_peer(train_spec_json(config, args), po);
+    peer_steal = steal_share(peer_begin, cpu_times());
   }
 
   std::printf("%s", results_table(args, ours, peer).render().c_str());
@@ -206,6 +212,9 @@ int run_train_command(const std::vector<std::string>& argv, const std::string& a
     std::printf("PyTorch peer unavailable: %s\n", peer.reason.c_str());
   } else {
     std::printf("PyTorch peer skipped (--no-peer)\n");
+  }
+  if (const std::string steal = steal_report(ours_steal, peer_steal); !steal.empty()) {
+    std::printf("%s\n", steal.c_str());
   }
   std::printf(
       "tok/s = B*T / median step time of %d steps after %d warm-up steps; each shape builds a "
