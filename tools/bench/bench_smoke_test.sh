@@ -77,6 +77,8 @@ out="$("$bench" gemm --quick --no-peer --threads 1 --filter tp8 2>/dev/null)"
 grep -q "^| T=1024 tp2 384->768 dW " <<<"$("$bench" gemm --quick --no-peer --filter 384- 2>/dev/null)" ||
   fail "gemm: expected the 384->768 shard under tp2"
 grep -q "OpenBLAS .* kernels: skipped (--no-peer)" <<<"$out" || fail "gemm: expected the no-peer note"
+TESSERA_ISA=avx2 "$bench" gemm --quick --isa avx512 >/dev/null 2>&1
+[ $? -eq 2 ] || fail "gemm --isa avx512 under TESSERA_ISA=avx2: expected exit status 2"
 for bad in "--isa sse" "--filter no_such_product" "--threads 0"; do
   # shellcheck disable=SC2086
   "$bench" gemm --quick $bad >/dev/null 2>&1
