@@ -121,6 +121,21 @@ if /usr/bin/python3 -c "import torch" 2>/dev/null; then
   [ "$(awk -F'|' '{print NF}' <<<"$row")" -eq 12 ] || fail "train with peer: expected 10 cells"
   grep -qE "\| +- +\|" <<<"$row" && fail "train with peer: expected no missing cell in '$row'"
   why=$(positive_cells "$row" 3) || fail "train with peer: $why in '$row'"
+  # The peer's OpenBLAS runs the host ISA's kernels, never a generic fallback.
+  grep -qE "BLAS openblas-[a-z]+ \((SkylakeX|Haswell)\)" <<<"$out" ||
+    fail "train with peer: expected OpenBLAS pinned to SkylakeX or Haswell kernels"
+  grep -q "^CPU time stolen by the hypervisor while Tessera ran: [0-9]*%, while PyTorch ran" \
+    <<<"$out" || fail "train with peer: expected the steal line"
+  # Two alternating rounds: medians, and each round's ratio in its own column.
+  out="$("$bench" train --model gpt-tiny --shapes 2x32 --warmup 1 --steps 2 --threads 1 \
+    --rounds 2 2>/dev/null)"
+  [ $? -eq 0 ] || fail "train --rounds 2: expected exit status 0"
+  grep -qE "^\| model .*\| +ratio \| ratio per round \|" <<<"$out" ||
+    fail "train --rounds 2: expected the ratio-per-round column, got: $out"
+  grep -qE "^\| gpt-tiny +\| 2 x 32 +\|.*\| +[0-9.]+x \| +[0-9.]+ [0-9.]+ \|" <<<"$out" ||
+    fail "train --rounds 2: expected two ratios in the row, got: $out"
+  grep -q "^2 rounds, Tessera then PyTorch in each" <<<"$out" ||
+    fail "train --rounds 2: expected the rounds note"
 else
   echo "bench_smoke_test: /usr/bin/python3 has no torch; the train peer is not checked"
 fi

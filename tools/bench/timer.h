@@ -26,7 +26,9 @@ inline double seconds_of(const std::function<void()>& fn) {
   fn();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
+}  // namespace detail
 
+// The median of `times` (the mean of the middle two for an even count; 0 when empty).
 inline double median_of(std::vector<double> times) {
   if (times.empty()) return 0.0;
   const size_t mid = times.size() / 2;
@@ -36,7 +38,6 @@ inline double median_of(std::vector<double> times) {
   const double lower = *std::max_element(times.begin(), times.begin() + mid);
   return 0.5 * (lower + upper);
 }
-}  // namespace detail
 
 // Median is robust to the odd descheduled repetition on a shared machine.
 inline double median_seconds(const std::function<void()>& fn, const TimingOptions& opts) {
@@ -48,7 +49,7 @@ inline double median_seconds(const std::function<void()>& fn, const TimingOption
     times.push_back(detail::seconds_of(fn));
     spent += times.back();
   }
-  return detail::median_of(std::move(times));
+  return median_of(std::move(times));
 }
 
 // The medians of two functions timed in alternation, a b a b ..., each repetition count and time
@@ -70,7 +71,7 @@ inline std::pair<double, double> paired_median_seconds(const std::function<void(
     spent_a += ta.back();
     spent_b += tb.back();
   }
-  return {detail::median_of(std::move(ta)), detail::median_of(std::move(tb))};
+  return {median_of(std::move(ta)), median_of(std::move(tb))};
 }
 
 }  // namespace tessera::bench

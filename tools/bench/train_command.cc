@@ -1,5 +1,6 @@
 // `bench train`: tokens/s and peak memory of a GPT training step (forward, backward, AdamW; f32)
 // on Tessera beside PyTorch eager on the CPU, measured in the same run, one row per batch shape.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -15,6 +16,7 @@
 #include "tools/bench/commands.h"
 #include "tools/bench/system_info.h"
 #include "tools/bench/table.h"
+#include "tools/bench/timer.h"
 #include "tools/bench/torch_peer_client.h"
 #include "tools/bench/train_bench.h"
 
@@ -23,7 +25,7 @@ namespace tessera::bench {
 const char* const kTrainUsage =
     "usage: bench train [--model PRESET] [--shapes BxT,...] [--warmup N] [--steps N]\n"
     "                   [--threads N] [--no-peer] [--python PATH] [--peer-script PATH]\n"
-    "                   [--profile PATH]\n"
+    "                   [--profile PATH] [--rounds N]\n"
     "  GPT training step (forward, backward, AdamW; f32): tokens/s and peak memory, Tessera vs\n"
     "  PyTorch eager on the CPU, with the ratio (> 1: Tessera is faster)\n"
     "  --model PRESET  gpt2-124m (default), gpt-tiny, gpt-mini, ... (models/gpt presets)\n"
@@ -35,7 +37,10 @@ const char* const kTrainUsage =
     "  --python PATH   interpreter for the peer (default /usr/bin/python3)\n"
     "  --peer-script PATH  torch_peer.py (default: found beside the binary)\n"
     "  --profile PATH  after each shape's timed steps, profile one more step: a Chrome trace\n"
-    "                  (PATH with the shape before its extension) and a table of time per op family\n";
+    "                  (PATH with the shape before its extension) and a table of time per op family\n"
+    "  --rounds N      measure both sides N times, alternating Tessera and PyTorch, and report\n"
+    "                  the median of each and every round's ratio (default 1): on a shared host\n"
+    "                  one round can catch a slow spell the other side missed\n";
 
 namespace {
 
@@ -44,6 +49,7 @@ struct Args {
   std::vector<std::pair<int64_t, int64_t>> shapes{{4, 64}, {4, 256}};
   TrainBenchOptions bench;
   int threads = 0;  // 0: keep the default
+  int rounds = 1;
   bool peer = true;
   std::string python = "/usr/bin/python3", peer_script;
 };
@@ -71,6 +77,8 @@ Args parse_args(const std::vector<std::string>& argv) {
       a.bench.profile_path = args.value();
     } else if (arg == "--peer-script") {
       a.peer_script = args.value();
+    } else if (arg == "--rounds") {
+      a.rounds = int(parse_int(arg, args.value(), 1, 100));
     } else {
       throw UsageError("expected an option of bench train, got '" + arg + "'");
     }
@@ -98,9 +106,11 @@ std::string train_spec_json(const gpt::GPTConfig& config, const Args& a) {
 // One row per shape; the PyTorch columns only when the peer answered. ours[i].step_seconds == 0:
 // the shape failed.
 Table results_table(const Args& a, const std::vector<TrainStepResult>& ours,
-                    const PeerResult& peer) {
+                    const PeerResult& peer, const std::vector<std::string>& round_ratios) {
+  const bool rounds = a.rounds > 1 && peer.available;
   std::vector<std::string> headers = {"model", "B x T", "Tessera tok/s"};
   if (peer.available) headers.insert(headers.end(), {"PyTorch tok/s", "ratio"});
+  if (rounds) headers.push_back("ratio per round");
   headers.push_back("Tessera step (s)");
   if (peer.available) headers.push_back("PyTorch step (s)");
   headers.insert(headers.end(), {"Tessera peak alloc", "Tessera peak RSS"});
@@ -120,6 +130,7 @@ Table results_table(const Args& a, const std::vector<TrainStepResult>& ours,
       row.push_back(theirs ? format_number(tokens / it->second, 1) : "-");
       row.push_back(ok && theirs ? format_number(it->second / r.step_seconds, 2) + "x" : "-");
     }
+    if (rounds) row.push_back(round_ratios[i].empty() ? "-" : round_ratios[i]);
     row.push_back(ok ? format_number(r.step_seconds, 3) : "-");
     if (peer.available) row.push_back(theirs ? format_number(it->second, 3) : "-");
     row.push_back(ok ? mib(r.peak_alloc_bytes) : "-");
@@ -169,40 +180,95 @@ int run_train_command(const std::vector<std::string>& argv, const std::string& a
         cores);
   }
 
-  std::vector<TrainStepResult> ours(args.shapes.size());
+  // Each round runs every shape on our side, then the peer's; with --rounds > 1 the medians over
+  // rounds are reported, peaks as their maximum.
+  const size_t shapes = args.shapes.size();
+  std::vector<std::vector<double>> ours_rounds(shapes), peer_rounds(shapes);
+  std::vector<std::string> round_ratios(shapes);
+  std::vector<TrainStepResult> ours(shapes);
   std::vector<std::string> failures;
-  const CpuTimes ours_begin = cpu_times();
-  for (size_t i = 0; i < args.shapes.size(); ++i) {
-    const auto [b, t] = args.shapes[i];
-    std::fprintf(stderr, "[bench] tessera train %s %lld x %lld ... ", args.model.c_str(),
-                 static_cast<long long>(b), static_cast<long long>(t));
-    try {
-      ours[i] = time_train_step(config, {b, t}, args.bench);
-      std::fprintf(stderr, "%.3f s/step, loss %.3f\n", ours[i].step_seconds, ours[i].last_loss);
-      if (!ours[i].profile_report.empty()) std::printf("%s\n", ours[i].profile_report.c_str());
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "failed\n");
-      failures.push_back(std::to_string(b) + "x" + std::to_string(t) + ": " + e.what());
-    }
-  }
-
-  const double ours_steal = steal_share(ours_begin, cpu_times());
-
   PeerResult peer;
-  double peer_steal = -1.0;
-  if (args.peer) {
-    const CpuTimes peer_begin = cpu_times();
+  CpuTimes ours_spent, peer_spent;  // summed over the rounds: steal and total ticks
+  auto add_span = [](CpuTimes& sum, const CpuTimes& begin, const CpuTimes& end) {
+    if (begin.total == 0 || end.total <= begin.total) return;
+    sum.steal += end.steal - begin.steal;
+    sum.total += end.total - begin.total;
+  };
+  for (int round = 0; round < args.rounds; ++round) {
+    TrainBenchOptions opts = args.bench;
+    if (round > 0) opts.profile_path.clear();  // one profile per shape is enough
+    const CpuTimes ours_begin = cpu_times();
+    for (size_t i = 0; i < shapes; ++i) {
+      const auto [b, t] = args.shapes[i];
+      std::fprintf(stderr, "[bench] tessera train %s %lld x %lld (round %d) ... ",
+                   args.model.c_str(), static_cast<long long>(b), static_cast<long long>(t),
+                   round + 1);
+      try {
+        const TrainStepResult r = time_train_step(config, {b, t}, opts);
+        std::fprintf(stderr, "%.3f s/step, loss %.3f\n", r.step_seconds, r.last_loss);
+        if (!r.profile_report.empty()) std::printf("%s\n", r.profile_report.c_str());
+        ours_rounds[i].push_back(r.step_seconds);
+        ours[i].peak_alloc_bytes = std::max(ours[i].peak_alloc_bytes, r.peak_alloc_bytes);
+        ours[i].peak_rss_bytes = std::max(ours[i].peak_rss_bytes, r.peak_rss_bytes);
+        ours[i].last_loss = r.last_loss;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "failed\n");
+        failures.push_back(std::to_string(b) + "x" + std::to_string(t) + ": " + e.what());
+      }
+    }
+    add_span(ours_spent, ours_begin, cpu_times());
+
+    if (!args.peer) continue;
     PeerOptions po;
     po.python = args.python;
     po.script = args.peer_script.empty() ? find_peer_script(argv0) : args.peer_script;
     po.threads = threads;
-    std::fprintf(stderr, "[bench] running the PyTorch peer (%zu shapes) ...\n",
-                 args.shapes.size());
-    peer = run_torch_train_peer(train_spec_json(config, args), po);
-    peer_steal = steal_share(peer_begin, cpu_times());
+    std::fprintf(stderr, "[bench] running the PyTorch peer (%zu shapes, round %d) ...\n", shapes,
+                 round + 1);
+    const CpuTimes peer_begin = cpu_times();
+    PeerResult answer = run_torch_train_peer(train_spec_json(config, args), po);
+    add_span(peer_spent, peer_begin, cpu_times());
+    if (!answer.available) {
+      std::fprintf(stderr, "[bench] the peer failed in round %d: %s\n", round + 1,
+                   answer.reason.c_str());
+      if (!peer.available) peer = answer;  // its reason is printed under the table
+      continue;
+    }
+    if (!peer.available) {  // the first answer names the version and BLAS; rounds add times
+      peer = answer;
+      peer.seconds.clear();
+      peer.peak_rss_bytes.clear();
+    }
+    for (size_t i = 0; i < shapes; ++i) {
+      const auto it = answer.seconds.find(int(i));
+      if (it == answer.seconds.end() || it->second <= 0.0) continue;
+      peer_rounds[i].push_back(it->second);
+      const auto rss = answer.peak_rss_bytes.find(int(i));
+      if (rss != answer.peak_rss_bytes.end()) {
+        peer.peak_rss_bytes[int(i)] = std::max(peer.peak_rss_bytes[int(i)], rss->second);
+      }
+      if (ours_rounds[i].size() == size_t(round) + 1) {  // our side of this round succeeded
+        if (!round_ratios[i].empty()) round_ratios[i] += " ";
+        round_ratios[i] += format_number(it->second / ours_rounds[i].back(), 2);
+      }
+    }
   }
+  for (size_t i = 0; i < shapes; ++i) {
+    // A shape that failed in any round is reported failed.
+    ours[i].step_seconds =
+        ours_rounds[i].size() == size_t(args.rounds) ? median_of(ours_rounds[i]) : 0.0;
+    if (peer.available) {
+      if (peer_rounds[i].empty()) {
+        peer.seconds.erase(int(i));
+      } else {
+        peer.seconds[int(i)] = median_of(peer_rounds[i]);
+      }
+    }
+  }
+  const double ours_steal = ours_spent.total > 0 ? double(ours_spent.steal) / ours_spent.total : -1;
+  const double peer_steal = peer_spent.total > 0 ? double(peer_spent.steal) / peer_spent.total : -1;
 
-  std::printf("%s", results_table(args, ours, peer).render().c_str());
+  std::printf("%s", results_table(args, ours, peer, round_ratios).render().c_str());
   if (peer.available) {
     std::printf(
         "PyTorch %s eager, %d threads, BLAS %s. ratio = Tessera / PyTorch tokens/s "
@@ -222,6 +288,12 @@ int run_train_command(const std::vector<std::string>& argv, const std::string& a
       "(tensors only); peak RSS: the process's VmHWM, reset before each shape (1 MB = 2^20 "
       "bytes).\n",
       args.bench.steps, args.bench.warmup, args.bench.lr, args.bench.weight_decay);
+  if (args.rounds > 1) {
+    std::printf(
+        "%d rounds, Tessera then PyTorch in each: step times are the medians over rounds, peaks "
+        "their maximum.\n",
+        args.rounds);
+  }
   for (const std::string& f : failures) std::printf("FAILED %s\n", f.c_str());
   return failures.empty() ? 0 : 1;
 }
