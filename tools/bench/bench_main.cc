@@ -101,8 +101,9 @@ int run(int argc, char** argv) {
     return run_sp_command(argc, argv, first);
   }
   // The subcommands before tp are named as they always were: scripts match this message.
-  throw UsageError("expected the subcommand kernels, train, comm or cuda (or tp, zero, pp), got '" +
-                   sub + "'");
+  throw UsageError(
+      "expected the subcommand kernels, train, comm or cuda (or gemm, adam, tp, zero, pp, sp), "
+      "got '" + sub + "'");
 }
 
 }  // namespace

@@ -12,8 +12,8 @@ run 30 "$tessera" --help
 expect_ok "tessera --help lists bench" "bench kernels|train|comm"
 
 run 30 "$tessera" bench --help
-expect_ok "bench --help" "usage: bench [kernels | train | comm | cuda | adam]"
-for sub in kernels train comm cuda; do
+expect_ok "bench --help" "usage: bench [kernels | gemm | train | comm | cuda | adam]"
+for sub in kernels gemm train comm cuda; do
   grep -qE "^  $sub " "$LOG" && echo "ok: bench --help lists $sub" || fail "bench --help lacks $sub"
 done
 
