@@ -145,11 +145,15 @@ TEST_CASE("paired_median_seconds alternates the two and gives each its own media
   CHECK(b > a);
 }
 
-TEST_CASE("steal_share and steal_report read the hypervisor's share of CPU time") {
+TEST_CASE("CpuTimes and steal_report read the hypervisor's share of CPU time") {
   const CpuTimes begin{.steal = 100, .total = 1000}, end{.steal = 130, .total = 1200};
-  CHECK(steal_share(begin, end) == Approx(0.15));
-  CHECK(steal_share(CpuTimes{}, end) == -1.0);  // unreadable
-  CHECK(steal_share(end, end) == -1.0);         // no time passed
+  CHECK(end.since(begin).steal_share() == Approx(0.15));
+  CHECK(end.since(CpuTimes{}).steal_share() == -1.0);  // unreadable
+  CHECK(end.since(end).steal_share() == -1.0);         // no time passed
+  CpuTimes rounds;  // two spans of one side add up
+  rounds.add(end.since(begin));
+  rounds.add(CpuTimes{.steal = 0, .total = 200});
+  CHECK(rounds.steal_share() == Approx(30.0 / 400.0));
   CHECK(steal_report(-1.0, -1.0).empty());
   const std::string quiet = steal_report(0.01, 0.02);
   CHECK(quiet == "CPU time stolen by the hypervisor while Tessera ran: 1%, while PyTorch ran: 2%");

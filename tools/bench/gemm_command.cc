@@ -140,7 +140,7 @@ Operands make_operands(const GemmCase& g) {
 }
 
 const char* isa_label(GemmIsa isa) { return isa == GemmIsa::kAvx512 ? "avx512" : "avx2"; }
-const char* coretype_of(GemmIsa isa) { return isa == GemmIsa::kAvx512 ? "SkylakeX" : "Haswell"; }
+const char* coretype_of(GemmIsa isa) { return openblas_coretype(isa == GemmIsa::kAvx512); }
 
 double gflops(const GemmCase& g, double seconds) {
   return seconds > 0 ? 2.0 * g.m * g.n * g.k / seconds * 1e-9 : 0.0;

@@ -133,7 +133,7 @@ int run_kernels_command(const std::vector<std::string>& argv, const std::string&
     }
   }
 
-  const double ours_steal = steal_share(ours_begin, cpu_times());
+  const double ours_steal = cpu_times().since(ours_begin).steal_share();
 
   PeerResult peer;
   double peer_steal = -1.0;
@@ -146,7 +146,7 @@ int run_kernels_command(const std::vector<std::string>& argv, const std::string&
     po.timing = timing;
     std::fprintf(stderr, "[bench] running the PyTorch peer (%zu cases) ...\n", cases.size());
     peer = run_torch_peer(cases, po);
-    peer_steal = steal_share(peer_begin, cpu_times());
+    peer_steal = cpu_times().since(peer_begin).steal_share();
   }
 
   std::printf("%s", results_table(cases, ours, peer).render().c_str());

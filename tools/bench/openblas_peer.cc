@@ -35,6 +35,8 @@ class ScopedEnv {
 
 }  // namespace
 
+const char* openblas_coretype(bool avx512) { return avx512 ? "SkylakeX" : "Haswell"; }
+
 std::string openblas_coretype_for_host() {
   __builtin_cpu_init();
   // TESSERA_ISA=avx2 runs our AVX2 kernels on an AVX-512 host; the peer then runs its AVX2 ones.
@@ -42,9 +44,11 @@ std::string openblas_coretype_for_host() {
   const bool avx2_only = isa != nullptr && std::string(isa) == "avx2";
   if (!avx2_only && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")) {
-    return "SkylakeX";
+    return openblas_coretype(true);
   }
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    return openblas_coretype(false);
+  }
   return "";
 }
 

@@ -16,6 +16,8 @@ namespace tessera::bench {
 // the peers are pinned to the family the host's ISA runs. Under TESSERA_ISA=avx2 (our AVX2
 // kernels on an AVX-512 host) it is "Haswell", so both sides run the same ISA.
 std::string openblas_coretype_for_host();
+// The family of one ISA: "SkylakeX" (AVX-512) or "Haswell" (AVX2).
+const char* openblas_coretype(bool avx512);
 
 // One private copy of libopenblas.so.0 (its own link namespace, so two copies in one process can
 // run two kernel families side by side), pinned to a kernel family and a thread count. Never

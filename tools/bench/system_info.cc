@@ -40,10 +40,17 @@ CpuTimes cpu_times() {
   return t;
 }
 
-double steal_share(const CpuTimes& begin, const CpuTimes& end) {
-  if (begin.total == 0 || end.total <= begin.total) return -1.0;
-  return double(end.steal - begin.steal) / double(end.total - begin.total);
+CpuTimes CpuTimes::since(const CpuTimes& begin) const {
+  if (begin.total == 0 || total <= begin.total) return {};
+  return {steal - begin.steal, total - begin.total};
 }
+
+void CpuTimes::add(const CpuTimes& span) {
+  steal += span.steal;
+  total += span.total;
+}
+
+double CpuTimes::steal_share() const { return total > 0 ? double(steal) / double(total) : -1.0; }
 
 std::string steal_report(double tessera, double peer) {
   if (tessera < 0 && peer < 0) return "";

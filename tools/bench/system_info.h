@@ -17,11 +17,16 @@ std::string load_average();
 // hypervisor gave to other guests ("steal"). On a shared VM that share swings from 0 to more than
 // half within seconds; a side measured while it was high is slowed in a way its peer was not.
 struct CpuTimes {
-  uint64_t steal = 0, total = 0;  // total == 0: /proc/stat unreadable
+  uint64_t steal = 0, total = 0;  // total == 0: unknown (/proc/stat unreadable)
+
+  // The time spent from `begin` to this reading; unknown when either is, or none passed.
+  CpuTimes since(const CpuTimes& begin) const;
+  // Adds another span (several rounds of one side).
+  void add(const CpuTimes& span);
+  // steal / total; -1 when unknown.
+  double steal_share() const;
 };
 CpuTimes cpu_times();
-// Steal over [begin, end) as a fraction of all CPU time then; -1 when unknown.
-double steal_share(const CpuTimes& begin, const CpuTimes& end);
 // "CPU time stolen by the hypervisor while Tessera ran: 3%, while PyTorch ran: 21%", with a warning
 // when either is above 5% ("" when neither is known). A share < 0 is left out.
 std::string steal_report(double tessera, double peer);

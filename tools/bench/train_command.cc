@@ -188,12 +188,7 @@ int run_train_command(const std::vector<std::string>& argv, const std::string& a
   std::vector<TrainStepResult> ours(shapes);
   std::vector<std::string> failures;
   PeerResult peer;
-  CpuTimes ours_spent, peer_spent;  // summed over the rounds: steal and total ticks
-  auto add_span = [](CpuTimes& sum, const CpuTimes& begin, const CpuTimes& end) {
-    if (begin.total == 0 || end.total <= begin.total) return;
-    sum.steal += end.steal - begin.steal;
-    sum.total += end.total - begin.total;
-  };
+  CpuTimes ours_spent, peer_spent;  // summed over the rounds
   for (int round = 0; round < args.rounds; ++round) {
     TrainBenchOptions opts = args.bench;
     if (round > 0) opts.profile_path.clear();  // one profile per shape is enough
@@ -220,7 +215,7 @@ int run_train_command(const std::vector<std::string>& argv, const std::string& a
         failures.push_back(std::to_string(b) + "x" + std::to_string(t) + ": " + e.what());
       }
     }
-    add_span(ours_spent, ours_begin, cpu_times());
+    ours_spent.add(cpu_times().since(ours_begin));
 
     if (!args.peer) continue;
     PeerOptions po;
@@ -231,7 +226,7 @@ int run_train_command(const std::vector<std::string>& argv, const std::string& a
                  round + 1);
     const CpuTimes peer_begin = cpu_times();
     PeerResult answer = run_torch_train_peer(train_spec_json(config, args), po);
-    add_span(peer_spent, peer_begin, cpu_times());
+    peer_spent.add(cpu_times().since(peer_begin));
     if (!answer.available) {
       std::fprintf(stderr, "[bench] the peer failed in round %d: %s\n", round + 1,
                    answer.reason.c_str());
@@ -269,8 +264,7 @@ int run_train_command(const std::vector<std::string>& argv, const std::string& a
       }
     }
   }
-  const double ours_steal = ours_spent.total > 0 ? double(ours_spent.steal) / ours_spent.total : -1;
-  const double peer_steal = peer_spent.total > 0 ? double(peer_spent.steal) / peer_spent.total : -1;
+  const double ours_steal = ours_spent.steal_share(), peer_steal = peer_spent.steal_share();
 
   std::printf("%s", results_table(args, ours, peer, round_ratios).render().c_str());
   if (peer.available) {
