@@ -14,8 +14,9 @@
 namespace tessera::train {
 namespace {
 
-// ZeRO stages 1-3 (with or without offload) on the CPU with an element-wise optimizer. (A pipeline
-// takes stage 0 or 1 only: check_supported says so first.)
+// ZeRO stages 1-3 with an element-wise optimizer: on the CPU with or without offload, on GPUs
+// without (the data group's NCCL half moves the shards). (A pipeline takes stage 0 or 1 only:
+// check_supported says so first.)
 void check_zero_supported(const TrainConfig& c) {
   const ZeroSection& z = c.zero;
   if (z.stage == 0) return;
@@ -23,10 +24,11 @@ void check_zero_supported(const TrainConfig& c) {
                                        int(z.stage));
   if (z.offload)
     parallel::zero::check_offload_optimizer(c.optimizer.value("type", "adamw"), "optimizer.type");
-  TS_CHECK(c.train.device == "cpu", "config", "zero.stage ", z.stage, " with train.device ",
+  TS_CHECK(c.train.device == "cpu" || !z.offload, "config", "zero.offload with train.device ",
            c.train.device,
-           ": the ZeRO optimizer runs on the CPU in this version of Tessera; set train.device to "
-           "cpu or zero.stage to 0");
+           ": offloading ZeRO's optimizer states to the host runs with CPU training in this "
+           "version of Tessera (the device-host moves over pinned memory are not written); set "
+           "zero.offload to false or train.device to cpu");
 }
 
 // The model's blocks (model.n_layers), which the pipeline's stages divide.
@@ -247,10 +249,8 @@ void check_supported(const TrainConfig& c) {
   if (p.tensor.size > 1) {
     if (!custom && (p.tensor.mode == "2d" || p.tensor.mode == "2.5d")) check_2d(c);
     if (!custom && p.tensor.mode == "3d") check_3d(c);
-    TS_CHECK(c.train.device == "cpu", "config", "parallel.tensor.size ", p.tensor.size,
-             " with train.device ", c.train.device,
-             ": tensor parallelism runs on the CPU in this version of Tessera; set train.device "
-             "to cpu or parallel.tensor.size to 1");
+    // On GPUs the layers run the same code: their collectives go over the groups' NCCL halves
+    // (context_world, train_device.h), their local ops over the CUDA kernels.
   }
   // ParallelConfig::validate has refused it outside 1d or with tensor size 1. The gradients of the
   // replicated parameters that see a sequence shard are summed over the tensor group in backward

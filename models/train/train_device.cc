@@ -1,11 +1,13 @@
-// train.device resolution and the gradient communicator (see train_device.h). The CUDA parts
-// compile only with the CUDA backend (TESSERA_CUDA); without it "cuda" is a clear error.
+// train.device resolution, the context's world and the gradient communicator (see
+// train_device.h). The CUDA parts compile only with the CUDA backend (TESSERA_CUDA); without it
+// "cuda" is a clear error.
 #include "models/train/train_device.h"
 
 #include <cstdlib>
 #include <initializer_list>
 
 #include "core/error.h"
+#include "parallel/comm/routed_communicator.h"
 
 #ifdef TESSERA_CUDA
 #include "core/cuda/runtime.h"
@@ -82,9 +84,20 @@ Device resolve_train_device(const std::string& spec, int world_rank, const Devic
 #endif
 }
 
+std::shared_ptr<parallel::Communicator> context_world(
+    const std::shared_ptr<parallel::Communicator>& world, Device device) {
+  if (device.is_cpu() || !world || world->size() == 1) return world;
+#ifdef TESSERA_CUDA
+  return std::make_shared<parallel::RoutedCommunicator>(
+      world, std::make_shared<parallel::NcclCommunicator>(*world, device.index, world->name()));
+#else
+  TS_FAIL("train", "expected the CPU without the CUDA backend, got ", device.str());
+#endif
+}
+
 std::shared_ptr<parallel::Communicator> gradient_group(
     const std::shared_ptr<parallel::Communicator>& group, Device device) {
-  if (device.is_cpu() || !group) return group;
+  if (!group || group->supports(device.type)) return group;
 #ifdef TESSERA_CUDA
   return std::make_shared<parallel::NcclCommunicator>(*group, device.index);
 #else

@@ -35,8 +35,17 @@ std::string cuda_unavailable_reason();
 Device resolve_train_device(const std::string& spec, int world_rank,
                             const DeviceSetting& where = {});
 
-// The communicator for gradients on `device`: `group` itself on the CPU; on CUDA a new NCCL
-// communicator over the same ranks, bootstrapped over `group` (collective over it).
+// The world a ParallelContext splits into its groups: `world` itself on the CPU or with one rank;
+// on CUDA a RoutedCommunicator of `world` (for host tensors) and a new NCCL communicator over the
+// same ranks (for device tensors), so every group the context splits from it moves both: the
+// tensor groups' activations and the data group's gradients over NCCL, counts and flags over MPI
+// (collective over world).
+std::shared_ptr<parallel::Communicator> context_world(
+    const std::shared_ptr<parallel::Communicator>& world, Device device);
+
+// The communicator for gradients on `device`: `group` itself when it moves tensors of that device
+// (the CPU, or a group of a context_world on CUDA); otherwise a new NCCL communicator over the
+// same ranks, bootstrapped over `group` (collective over it).
 std::shared_ptr<parallel::Communicator> gradient_group(
     const std::shared_ptr<parallel::Communicator>& group, Device device);
 

@@ -112,7 +112,9 @@ void Trainer::setup() {
   if (world_) {
     // Ranks holding different configurations would deadlock in mismatched collectives.
     parallel::check_same_config(*world_, config_.source.dump());
-    context_ = std::make_unique<parallel::ParallelContext>(config_.parallel, world_);
+    // On GPUs every group moves device tensors over NCCL and host tensors over MPI.
+    context_ = std::make_unique<parallel::ParallelContext>(config_.parallel,
+                                                           context_world(world_, device_));
     data_rank_ = context_->coord("data");
   }
   run_agreed(world_.get(), [&] {
@@ -152,8 +154,8 @@ void Trainer::setup() {
     if (pipelined()) pipeline_ = std::make_unique<PipelineStep>(*task_, *context_, int(accum_));
     if (dtype != DType::f32) task_->model().to(dtype);
   });
-  // Gradients live on device_, so they are reduced by a communicator for that device (NCCL over
-  // the MPI data group on a GPU); the MPI group keeps the host-side sums.
+  // Gradients live on device_, so they are reduced by a communicator for that device (on a GPU,
+  // the context's data group, whose NCCL half moves them).
   if (replicas() > 1 || (config_.zero.stage > 0 && context_))
     grad_group_ = gradient_group(replica_group(), device_);
   // Its own agreed block: building it is collective over the data group (broadcast, layout check).

@@ -17,18 +17,22 @@ constexpr int kMaxTag = 32767;
 
 const char* device_type_name(DeviceType type) { return type == DeviceType::cpu ? "cpu" : "cuda"; }
 
-void check_tensor(const char* op, const Tensor& t, const char* what, DeviceType device_type) {
+void check_tensor(const char* op, const Tensor& t, const char* what, const Communicator& comm) {
   // `what` is "" or a role with a trailing space ("input ").
   TS_CHECK(t.defined(), op, "expected a defined ", what, "tensor, got an undefined one");
-  TS_CHECK(t.device().type == device_type, op, "expected a ", device_type_name(device_type), " ",
-           what, "tensor for this backend, got ", t.describe());
+  TS_CHECK(comm.supports(t.device().type), op, "expected a ", device_type_name(comm.device_type()),
+           " ", what, "tensor for this backend, got ", t.describe());
   TS_CHECK(t.is_contiguous(), op, "expected a contiguous ", what, "tensor, got ", t.describe(),
            " with strides ", shape_str(t.strides()));
 }
 
-void check_same_dtype(const char* op, const Tensor& in, const Tensor& out) {
+// The same dtype, and the same device type (a RoutedCommunicator moves both over one backend).
+void check_pair(const char* op, const Tensor& in, const Tensor& out) {
   TS_CHECK(in.dtype() == out.dtype(), op, "expected input and output of the same dtype, got ",
            in.describe(), " and ", out.describe());
+  TS_CHECK(in.device().type == out.device().type, op,
+           "expected input and output on the same device type, got ", in.describe(), " and ",
+           out.describe());
 }
 
 void check_reduce_op(const char* op, const Tensor& t, ReduceOp reduce_op) {
@@ -152,7 +156,7 @@ WorkPtr profiled(WorkPtr work, CommKind kind, int64_t bytes) {
 }  // namespace
 
 WorkPtr Communicator::all_reduce(const Tensor& t, ReduceOp op) {
-  check_tensor("all_reduce", t, "", device_type());
+  check_tensor("all_reduce", t, "", *this);
   check_reduce_op("all_reduce", t, op);
   const int64_t bytes = nbytes(t);
   record(CommKind::all_reduce, bytes, false);
@@ -162,9 +166,9 @@ WorkPtr Communicator::all_reduce(const Tensor& t, ReduceOp op) {
 }
 
 WorkPtr Communicator::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
-  check_tensor("reduce_scatter", in, "input ", device_type());
-  check_tensor("reduce_scatter", out, "output ", device_type());
-  check_same_dtype("reduce_scatter", in, out);
+  check_tensor("reduce_scatter", in, "input ", *this);
+  check_tensor("reduce_scatter", out, "output ", *this);
+  check_pair("reduce_scatter", in, out);
   check_reduce_op("reduce_scatter", in, op);
   TS_CHECK(in.numel() == out.numel() * size(), "reduce_scatter", "expected an input of group size ",
            size(), " x output numel ", out.numel(), " = ", out.numel() * size(),
@@ -177,9 +181,9 @@ WorkPtr Communicator::reduce_scatter(const Tensor& in, const Tensor& out, Reduce
 }
 
 WorkPtr Communicator::all_gather(const Tensor& in, const Tensor& out) {
-  check_tensor("all_gather", in, "input ", device_type());
-  check_tensor("all_gather", out, "output ", device_type());
-  check_same_dtype("all_gather", in, out);
+  check_tensor("all_gather", in, "input ", *this);
+  check_tensor("all_gather", out, "output ", *this);
+  check_pair("all_gather", in, out);
   TS_CHECK(out.numel() == in.numel() * size(), "all_gather", "expected an output of group size ",
            size(), " x input numel ", in.numel(), " = ", in.numel() * size(),
            " elements, got input ", in.describe(), " and output ", out.describe());
@@ -191,7 +195,7 @@ WorkPtr Communicator::all_gather(const Tensor& in, const Tensor& out) {
 }
 
 WorkPtr Communicator::broadcast(const Tensor& t, int root) {
-  check_tensor("broadcast", t, "", device_type());
+  check_tensor("broadcast", t, "", *this);
   check_rank("broadcast", "root", root, size());
   const int64_t bytes = nbytes(t);
   record(CommKind::broadcast, bytes, rank() == root);
@@ -201,7 +205,7 @@ WorkPtr Communicator::broadcast(const Tensor& t, int root) {
 }
 
 WorkPtr Communicator::reduce(const Tensor& t, int root, ReduceOp op) {
-  check_tensor("reduce", t, "", device_type());
+  check_tensor("reduce", t, "", *this);
   check_rank("reduce", "root", root, size());
   check_reduce_op("reduce", t, op);
   const int64_t bytes = nbytes(t);
@@ -212,9 +216,9 @@ WorkPtr Communicator::reduce(const Tensor& t, int root, ReduceOp op) {
 }
 
 WorkPtr Communicator::all_to_all(const Tensor& in, const Tensor& out) {
-  check_tensor("all_to_all", in, "input ", device_type());
-  check_tensor("all_to_all", out, "output ", device_type());
-  check_same_dtype("all_to_all", in, out);
+  check_tensor("all_to_all", in, "input ", *this);
+  check_tensor("all_to_all", out, "output ", *this);
+  check_pair("all_to_all", in, out);
   TS_CHECK(in.numel() == out.numel() && in.numel() % size() == 0, "all_to_all",
            "expected input and output with the same numel, a multiple of group size ", size(),
            ", got input ", in.describe(), " and output ", out.describe());
@@ -226,7 +230,7 @@ WorkPtr Communicator::all_to_all(const Tensor& in, const Tensor& out) {
 }
 
 WorkPtr Communicator::send(const Tensor& t, int peer, int tag) {
-  check_tensor("send", t, "", device_type());
+  check_tensor("send", t, "", *this);
   check_rank("send", "peer", peer, size());
   check_tag("send", tag);
   const int64_t bytes = nbytes(t);
@@ -236,7 +240,7 @@ WorkPtr Communicator::send(const Tensor& t, int peer, int tag) {
 }
 
 WorkPtr Communicator::recv(const Tensor& t, int peer, int tag) {
-  check_tensor("recv", t, "", device_type());
+  check_tensor("recv", t, "", *this);
   check_rank("recv", "peer", peer, size());
   check_tag("recv", tag);
   const int64_t bytes = nbytes(t);
@@ -249,7 +253,7 @@ WorkPtr Communicator::recv(const Tensor& t, int peer, int tag) {
 WorkPtr Communicator::batch_send_recv(const std::vector<P2POp>& ops) {
   for (const P2POp& p : ops) {
     const char* op = p.kind == P2POp::Kind::send ? "send" : "recv";
-    check_tensor(op, p.tensor, "", device_type());
+    check_tensor(op, p.tensor, "", *this);
     check_rank(op, "peer", p.peer, size());
     check_tag(op, p.tag);
   }

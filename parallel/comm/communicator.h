@@ -63,6 +63,9 @@ class Communicator {
   virtual DeviceType device_type() const = 0;
   // The device this rank's tensors must be on (the CPU for MPI; the communicator's GPU for NCCL).
   virtual Device device() const { return Device{device_type(), 0}; }
+  // Whether tensors of `type` can go through this communicator: device_type() for one backend;
+  // both for a RoutedCommunicator, which sends each tensor over the backend of its device.
+  virtual bool supports(DeviceType type) const { return type == device_type(); }
 
   // t = op over ranks of t. avg needs a floating dtype. On bool tensors sum and max are a
   // logical or, min and prod a logical and.
@@ -98,6 +101,8 @@ class Communicator {
 
  protected:
   explicit Communicator(std::string name);
+  // It forwards each checked call to the do_* of the backend for the call's tensors.
+  friend class RoutedCommunicator;
 
   // Backends implement these on arguments that are already checked.
   virtual WorkPtr do_all_reduce(const Tensor& t, ReduceOp op) = 0;

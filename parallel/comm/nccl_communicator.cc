@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/cuda/runtime.h"
 #include "core/factory.h"
 #include "parallel/comm/nccl_check.h"
 #include "parallel/comm/nccl_work.h"
@@ -97,11 +98,13 @@ NcclCommunicator::~NcclCommunicator() {
 template <typename Enqueue>
 WorkPtr NcclCommunicator::launch(const char* op, std::vector<Tensor> keep_alive, Enqueue&& enqueue) {
   TS_COMM_CUDA_CHECK(cudaSetDevice(device_));
-  // The tensors were produced on the legacy default stream (where Tessera's kernels run): wait
-  // for that work without blocking the host.
+  // The tensors were produced on the calling thread's current stream of this device (where
+  // Tessera queues its kernels and copies, core/cuda/runtime.h): wait for that work without
+  // blocking the host. (Waiting on the legacy stream would miss kernels a StreamGuard sent to
+  // another stream.)
   cudaEvent_t ready;
   TS_COMM_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-  TS_COMM_CUDA_CHECK(cudaEventRecord(ready, cudaStreamLegacy));
+  TS_COMM_CUDA_CHECK(cudaEventRecord(ready, cuda::current_stream(device_)));
   TS_COMM_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready, 0));
   TS_COMM_CUDA_CHECK(cudaEventDestroy(ready));  // released once the wait is enqueued
   enqueue();

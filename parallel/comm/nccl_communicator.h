@@ -52,8 +52,8 @@ class NcclCommunicator : public Communicator {
   // Adopts a communicator made by ncclCommSplit.
   NcclCommunicator(ncclComm_t comm, int device, const std::string& name, double timeout_s);
   void init_stream();
-  // Orders the stream after the default stream's work so far, runs `enqueue` (NCCL calls on
-  // stream_) and returns a Work that completes with them.
+  // Orders the stream after the work queued so far on the caller's current stream of this device,
+  // runs `enqueue` (NCCL calls on stream_) and returns a Work that completes with them.
   template <typename Enqueue>
   WorkPtr launch(const char* op, std::vector<Tensor> keep_alive, Enqueue&& enqueue);
 

@@ -142,7 +142,7 @@ void check_params(const DataParallel::NamedParams& params, const Communicator& c
              "'");
     TS_CHECK(is_floating(t.dtype()), "DataParallel", "expected floating parameters, got '", name,
              "' ", t.describe());
-    TS_CHECK(t.device().type == comm.device_type(), "DataParallel", "expected parameters on the ",
+    TS_CHECK(comm.supports(t.device().type), "DataParallel", "expected parameters on the ",
              comm.backend(), " communicator's device type, got '", name, "' ", t.describe());
     TS_CHECK(t.is_leaf(), "DataParallel", "expected leaf parameters, got '", name,
              "' with autograd history");

@@ -21,7 +21,7 @@ bool is_identity(const std::shared_ptr<Communicator>& group) {
 void check_input(const char* op, const Tensor& x, const Communicator& group, int64_t heads) {
   TS_CHECK(x.defined() && x.dim() == 4, op, "expected a (B, H, T, D) tensor, got ",
            x.defined() ? x.describe() : std::string("an undefined tensor"));
-  TS_CHECK(x.device().type == group.device_type(), op, "expected a tensor on the ", group.backend(),
+  TS_CHECK(group.supports(x.device().type), op, "expected a tensor on the ", group.backend(),
            " group '", group.name(), "' device type, got ", x.describe());
   TS_CHECK(heads % group.size() == 0, op,
            "expected the heads to split over the sequence group, got H = ", heads, " heads and ",

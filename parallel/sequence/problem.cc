@@ -54,7 +54,7 @@ Problem make_problem(const char* op, const Tensor& q, const Tensor& k, const Ten
   Problem p;
   p.group = args.group && args.group->size() > 1 ? args.group.get() : nullptr;
   if (p.group) {
-    TS_CHECK(q.device().type == p.group->device_type(), op, "expected tensors on the ",
+    TS_CHECK(p.group->supports(q.device().type), op, "expected tensors on the ",
              p.group->backend(), " group '", p.group->name(), "' device type, got ", q.describe());
     p.size = p.group->size();
     p.rank = p.group->rank();

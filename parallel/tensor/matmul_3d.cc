@@ -19,8 +19,8 @@ Tensor linear_3d(const Tensor& x, const Tensor& weight, const Cube3D& cube, int6
            f > 1 ? str_cat(" with N / q divisible by ", f, " fused blocks times q = ", q) : "",
            ", got shape ", shape_str(x.shape()), " and ", shape_str(weight.shape()));
   if (cube.input) {
-    TS_CHECK(x.device().type == cube.input->device_type() &&
-                 weight.device().type == cube.input->device_type(),
+    TS_CHECK(cube.input->supports(x.device().type) &&
+                 weight.device().type == x.device().type,
              "linear_3d", "expected the input and weight on the ", cube.input->backend(),
              " groups' device type, got ", x.describe(), " and ", weight.describe());
   }

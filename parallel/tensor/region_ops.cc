@@ -21,7 +21,7 @@ bool is_identity(const CommPtr& group) { return group == nullptr || group->size(
 
 void check_input(const char* op, const Tensor& x, const CommPtr& group) {
   TS_CHECK(x.defined(), op, "expected a defined tensor, got an undefined one");
-  TS_CHECK(x.device().type == group->device_type(), op, "expected a tensor on the ",
+  TS_CHECK(group->supports(x.device().type), op, "expected a tensor on the ",
            group->backend(), " group '", group->name(), "' device type, got ", x.describe());
 }
 

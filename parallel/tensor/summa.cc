@@ -60,7 +60,7 @@ bool is_serial(const SummaGrid& grid) { return grid.q() == 1; }
 void check_operand(const char* op, const Tensor& t, const char* what, const SummaGrid& grid) {
   TS_CHECK(t.defined(), op, "expected a defined ", what, ", got an undefined one");
   if (!is_serial(grid))
-    TS_CHECK(t.device().type == grid.row->device_type(), op, "expected ", what, " on the ",
+    TS_CHECK(grid.row->supports(t.device().type), op, "expected ", what, " on the ",
              grid.row->backend(), " groups' device type, got ", t.describe());
 }
 

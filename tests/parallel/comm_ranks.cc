@@ -138,6 +138,7 @@ int main(int argc, char** argv) {
   return run_distributed(argc, argv, [](const std::shared_ptr<Communicator>& world) {
     testing::run_collective_checks(*world);
     testing::run_feature_checks(*world);
+    testing::run_routed_checks(world);
     check_wait_paths(*world);
     world->barrier()->wait();
     if (world->rank() == 0) {

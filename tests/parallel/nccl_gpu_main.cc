@@ -1,4 +1,5 @@
-// The NCCL backend on CUDA tensors, compared with the MPI backend on the same values. Needs a GPU:
+// The NCCL backend on CUDA tensors, compared with the MPI backend on the same values, its ordering
+// after the caller's current stream, and RoutedCommunicator with an NCCL half. Needs a GPU:
 // without one it prints a single SKIPPED line and passes. Runs as one process (MPI singleton) or
 // under mpirun with one rank per GPU.
 #include <cuda_runtime.h>
@@ -7,10 +8,12 @@
 #include <cstring>
 #include <vector>
 
+#include "core/cuda/stream.h"
 #include "core/factory.h"
 #include "parallel/comm/mpi_runtime.h"
 #include "parallel/comm/nccl_check.h"
 #include "parallel/comm/nccl_communicator.h"
+#include "parallel/comm/routed_communicator.h"
 #include "tests/parallel/rank_check.h"
 
 using namespace tessera;
@@ -116,6 +119,57 @@ void run(Communicator& mpi, NcclCommunicator& nccl, int device) {
   RANK_CHECK(nccl.stats()[CommKind::all_reduce].payload_bytes == 4096, "nccl byte counters");
 }
 
+// Collectives wait for the kernels that produced their inputs on the caller's current stream,
+// not only on the legacy default stream: a fill queued on a side stream, then all-reduced at once.
+void check_stream_order(NcclCommunicator& nccl, int device) {
+  const int p = nccl.size(), me = nccl.rank();
+  cuda::Stream side(device);
+  cuda::StreamGuard guard(side);
+  Tensor big = full({int64_t(1) << 24}, double(me + 1), {.device = cuda_device(device)});
+  nccl.all_reduce(big)->wait();
+  side.synchronize();
+  Tensor got = to_cpu(big);
+  const float want = float(p * (p + 1) / 2);
+  for (int64_t i : {int64_t(0), int64_t(1) << 12, (int64_t(1) << 24) - 1})
+    RANK_CHECK(got.data<float>()[i] == want, "all_reduce after a side-stream fill: element ", i,
+               " is ", got.data<float>()[i], ", want ", want);
+}
+
+// RoutedCommunicator with its NCCL half: CPU tensors over MPI, CUDA tensors over NCCL, one
+// counter for both; its split routes too.
+void check_routed(const std::shared_ptr<Communicator>& world, NcclCommunicator& nccl, int device) {
+  const int p = nccl.size(), me = nccl.rank();
+  const std::shared_ptr<Communicator> device_half(&nccl, [](Communicator*) {});  // not owned
+  RoutedCommunicator routed(world, device_half, "routed");
+  RANK_CHECK(std::string(routed.backend()) == "mpi+nccl", "routed backend ", routed.backend());
+  RANK_CHECK(routed.supports(DeviceType::cpu) && routed.supports(DeviceType::cuda) &&
+                 routed.device() == cuda_device(device),
+             "routed moves both, computes on ", routed.device().str());
+  Tensor host = full({9}, double(me + 1)), gpu = to_cuda(full({9}, double(me + 2)), device);
+  routed.all_reduce(host)->wait();
+  routed.all_reduce(gpu)->wait();
+  RANK_CHECK(host.data<float>()[8] == float(p * (p + 1) / 2), "routed all_reduce of a CPU tensor: ",
+             host.data<float>()[8]);
+  check_same(gpu, full({9}, double(p * (p + 3) / 2)), "routed all_reduce of a CUDA tensor");
+  RANK_CHECK(routed.stats()[CommKind::all_reduce].calls == 2, "routed counts both calls");
+  bool refused = false;
+  try {
+    routed.all_gather(full({2}, 1.0), to_cuda(zeros({2 * int64_t(p)}), device));
+  } catch (const ValueError& e) {
+    refused = std::strstr(e.what(), "on the same device type") != nullptr;
+  }
+  RANK_CHECK(refused, "a CPU input with a CUDA output is refused");
+
+  const std::shared_ptr<Communicator> half = routed.split(me % 2, me, "routed_half");
+  const auto* routed_half = dynamic_cast<const RoutedCommunicator*>(half.get());
+  RANK_CHECK(routed_half != nullptr && routed_half->device_comm() != nullptr &&
+                 std::string(routed_half->device_comm()->backend()) == "nccl",
+             "the routed split has an NCCL half");
+  Tensor s = to_cuda(full({5}, 1.0), device);
+  half->all_reduce(s)->wait();
+  check_same(s, full({5}, double(half->size())), "routed split all_reduce");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -128,6 +182,8 @@ int main(int argc, char** argv) {
     const int device = world->rank() % devices;
     NcclCommunicator nccl(*world, device, "world_nccl");
     run(*world, nccl, device);
+    check_stream_order(nccl, device);
+    check_routed(world, nccl, device);
     world->barrier()->wait();
     if (world->rank() == 0) {
       std::printf("nccl: all checks passed on %d ranks (%lld checks on rank 0)\n", world->size(),

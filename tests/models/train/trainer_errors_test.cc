@@ -67,6 +67,21 @@ TEST_CASE("layouts and features not available yet are rejected in the product's 
   j = tiny_gpt();
   j["zero"] = {{"stage", 2}};
   CHECK_THAT(error_of(j), Catch::Contains("zero.stage 2") && Catch::Contains("ZeRO"));
+  // On GPUs: tensor layouts and ZeRO without offload are checked like on the CPU (here: the ranks
+  // they need), before any GPU is looked for; offload and pipelines are refused by name.
+  j = tiny_gpt();
+  j["train"]["device"] = "cuda";
+  j["parallel"] = {{"tensor", {{"size", 2}, {"mode", "1d"}}}};
+  CHECK_THAT(error_of(j), Catch::Contains("do not divide into pipeline x sequence x tensor = 2") &&
+                              !Catch::Contains("train.device"));
+  j["parallel"] = {{"pipeline", 2}};
+  CHECK_THAT(error_of(j), Catch::Contains("parallel.pipeline 2 with train.device cuda: pipeline "
+                                          "parallelism runs on the CPU"));
+  j["parallel"] = json::object();
+  j["zero"] = {{"stage", 2}, {"offload", true}};
+  CHECK_THAT(error_of(j), Catch::Contains("zero.offload with train.device cuda: offloading ZeRO's "
+                                          "optimizer states to the host runs with CPU training") &&
+                              Catch::Contains("set zero.offload to false"));
   j = tiny_gpt();
   j["parallel"] = {{"data", 2}};
   CHECK_THAT(error_of(j), Catch::Contains("= 2 ranks, but the job has 1"));
