@@ -14,9 +14,9 @@
 namespace tessera::train {
 namespace {
 
-// ZeRO stages 1-3 with an element-wise optimizer: on the CPU with or without offload, on GPUs
-// without (the data group's NCCL half moves the shards). (A pipeline takes stage 0 or 1 only:
-// check_supported says so first.)
+// ZeRO stages 1-3, with or without offload, with an element-wise optimizer, on the CPU or on GPUs
+// (where the data group's NCCL half moves the device shards and its MPI half the host ones). (A
+// pipeline takes stage 0 or 1 only: check_supported says so first.)
 void check_zero_supported(const TrainConfig& c) {
   const ZeroSection& z = c.zero;
   if (z.stage == 0) return;
@@ -24,11 +24,6 @@ void check_zero_supported(const TrainConfig& c) {
                                        int(z.stage));
   if (z.offload)
     parallel::zero::check_offload_optimizer(c.optimizer.value("type", "adamw"), "optimizer.type");
-  TS_CHECK(c.train.device == "cpu" || !z.offload, "config", "zero.offload with train.device ",
-           c.train.device,
-           ": offloading ZeRO's optimizer states to the host runs with CPU training in this "
-           "version of Tessera (the device-host moves over pinned memory are not written); set "
-           "zero.offload to false or train.device to cpu");
 }
 
 // The model's blocks (model.n_layers), which the pipeline's stages divide.

@@ -84,25 +84,31 @@ Device resolve_train_device(const std::string& spec, int world_rank, const Devic
 #endif
 }
 
-std::shared_ptr<parallel::Communicator> context_world(
-    const std::shared_ptr<parallel::Communicator>& world, Device device) {
-  if (device.is_cpu() || !world || world->size() == 1) return world;
+namespace {
+
+// `host` and a new NCCL communicator over its ranks, as one (collective over host).
+std::shared_ptr<parallel::Communicator> with_device_half(
+    const std::shared_ptr<parallel::Communicator>& host, Device device) {
 #ifdef TESSERA_CUDA
   return std::make_shared<parallel::RoutedCommunicator>(
-      world, std::make_shared<parallel::NcclCommunicator>(*world, device.index, world->name()));
+      host, std::make_shared<parallel::NcclCommunicator>(*host, device.index, host->name()));
 #else
   TS_FAIL("train", "expected the CPU without the CUDA backend, got ", device.str());
 #endif
 }
 
+}  // namespace
+
+std::shared_ptr<parallel::Communicator> context_world(
+    const std::shared_ptr<parallel::Communicator>& world, Device device) {
+  if (device.is_cpu() || !world || world->size() == 1) return world;
+  return with_device_half(world, device);
+}
+
 std::shared_ptr<parallel::Communicator> gradient_group(
     const std::shared_ptr<parallel::Communicator>& group, Device device) {
   if (!group || group->supports(device.type)) return group;
-#ifdef TESSERA_CUDA
-  return std::make_shared<parallel::NcclCommunicator>(*group, device.index);
-#else
-  TS_FAIL("train", "expected the CPU without the CUDA backend, got ", device.str());
-#endif
+  return with_device_half(group, device);
 }
 
 }  // namespace tessera::train

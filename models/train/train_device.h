@@ -44,8 +44,9 @@ std::shared_ptr<parallel::Communicator> context_world(
     const std::shared_ptr<parallel::Communicator>& world, Device device);
 
 // The communicator for gradients on `device`: `group` itself when it moves tensors of that device
-// (the CPU, or a group of a context_world on CUDA); otherwise a new NCCL communicator over the
-// same ranks, bootstrapped over `group` (collective over it).
+// (the CPU, or a group of a context_world on CUDA); otherwise `group` routed with a new NCCL
+// communicator over the same ranks, bootstrapped over it (collective over it), so host tensors
+// (ZeRO's offloaded shards) still go over `group`.
 std::shared_ptr<parallel::Communicator> gradient_group(
     const std::shared_ptr<parallel::Communicator>& group, Device device);
 

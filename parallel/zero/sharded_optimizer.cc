@@ -100,12 +100,12 @@ ShardedOptimizer::ShardedOptimizer(NamedParams params, const std::vector<optim::
            options.stage, options.offload ? " with" : " without", " offload");
   if (options.offload) {
     check_offload_optimizer(optimizer.at("type").get<std::string>(), "optimizer.type");
-    // On a GPU the host shards would meet device buffers in the collectives of the checkpoint
-    // paths (gather_masters, state_dict), which take one device type; not written yet.
-    TS_CHECK(comm_->device().is_cpu(), op, "zero.offload with the ", comm_->backend(),
-             " communicator on ", comm_->device().str(),
-             ": offload runs with a CPU data group in this version of Tessera; set zero.offload "
-             "to false");
+    // On a GPU the host shards go through the collectives of the checkpoint paths
+    // (gather_masters, state_dict) beside host buffers: the group must move host tensors too.
+    TS_CHECK(comm_->supports(offload_host_device(comm_->device()).type), op, "zero.offload with the ",
+             comm_->backend(), " communicator on ", comm_->device().str(),
+             ": the host shards need a group that moves host tensors as well (a "
+             "RoutedCommunicator of MPI and NCCL, as the trainer's groups on GPUs are)");
   }
   shard_device_ = options.offload ? offload_host_device(comm_->device()) : comm_->device();
 

@@ -44,7 +44,8 @@ optim::OptimizerState ShardedOptimizer::state_dict() const {
     std::vector<std::pair<std::string, Tensor>> gathered;
     for (const auto& [name, shard] : inner.tensors) {
       if (name.rfind(prefix, 0) != 0) continue;
-      Tensor all = empty({gp.padded_numel()}, {.dtype = DType::f32, .device = comm_->device()});
+      // Beside the shard (on the host under offload): the group moves it over that backend.
+      Tensor all = empty({gp.padded_numel()}, {.dtype = DType::f32, .device = shard.device()});
       comm_->all_gather(shard, all)->wait();
       gathered.emplace_back(name.substr(prefix.size()), all);
     }
@@ -164,7 +165,7 @@ void ShardedOptimizer::load_state_dict(const optim::OptimizerState& sd) {
     for (const auto& [name, t] : sd.tensors)
       if (name.rfind(first, 0) == 0) names.push_back(name.substr(first.size()));
     for (const std::string& what : names) {
-      Tensor shard = zeros({gp.shard_numel}, {.dtype = DType::f32, .device = comm_->device()});
+      Tensor shard = zeros({gp.shard_numel}, {.dtype = DType::f32, .device = shard_device_});
       for (size_t i = 0; i < gp.slots.size(); ++i) {
         const std::string full = state_key(group_begin_[g] + i, what);
         auto it = by_name.find(full);
@@ -211,7 +212,7 @@ void ShardedOptimizer::load_shards(const json& meta, const std::vector<std::stri
     fill(shards_[g].detach(), "");
     if (steps[g] <= 0) continue;
     for (const std::string& what : state_names) {
-      Tensor shard = zeros({gp.shard_numel}, {.dtype = DType::f32, .device = comm_->device()});
+      Tensor shard = zeros({gp.shard_numel}, {.dtype = DType::f32, .device = shard_device_});
       fill(shard, what);
       inner.tensors.emplace_back(state_key(g, what), shard);
     }
@@ -229,7 +230,7 @@ void ShardedOptimizer::gather_masters(const std::vector<Tensor>& out) const {
     for (const FlatSlot& s : gp.slots) wanted |= out[s.param].defined();
     // Every rank must agree: the outputs' definedness is the caller's, the same on every rank.
     if (!wanted) continue;
-    Tensor all = empty({gp.padded_numel()}, {.dtype = DType::f32, .device = comm_->device()});
+    Tensor all = empty({gp.padded_numel()}, {.dtype = DType::f32, .device = shard_device_});
     comm_->all_gather(shards_[g].detach(), all)->wait();
     for (const FlatSlot& s : gp.slots) {
       if (!out[s.param].defined()) continue;

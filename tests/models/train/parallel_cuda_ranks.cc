@@ -1,6 +1,6 @@
 // Tensor parallelism and ZeRO on GPUs, one rank per GPU, run by parallel_cuda_test.sh under mpirun
-// on 2, 4 and 8 ranks: a tiny GPT (dropout on, gradient clipping on, 4 heads) trains under every
-// tensor layout of the ranks and under ZeRO stages 1, 2 and 3 over them, on CUDA (the groups'
+// on 1, 2, 4 and 8 ranks: a tiny GPT (dropout on, gradient clipping on, 4 heads) trains under every
+// tensor layout of the ranks and under ZeRO stages 1, 2 and 3 (and offload) over them, on CUDA (the groups'
 // collectives over NCCL, through RoutedCommunicator) with the losses of the same layout on the CPU
 // (which the CLI tests prove equal to the serial run's) within 1e-3 relative, the tolerance of
 // trainer_cuda_test's CPU-against-GPU runs. Rank 0 ends with "parallel_cuda: all checks passed",
@@ -23,13 +23,14 @@ namespace {
 
 struct Layout {
   std::string name;
-  json tensor;  // the parallel.tensor section
-  int zero_stage = 0;
+  json tensor = {{"size", 1}};    // the parallel.tensor section
+  json zero = {{"stage", 0}};     // the zero section
 };
 
 // Every tensor layout of `ranks` ranks the CLI tests run on the CPU (the rest of the world, if
-// any, data parallel), then ZeRO's stages over the whole world as the data group, and stage 2
-// over the data group of tp 2.
+// any, data parallel), ZeRO stage 2 over the data group of tp 2, and ZeRO's stages, with and
+// without offload, over the whole world as the data group (one rank and one GPU included: the
+// host shards and the CPU Adam beside one device).
 std::vector<Layout> layouts(int ranks) {
   std::vector<Layout> out;
   if (ranks % 2 == 0) {
@@ -38,15 +39,19 @@ std::vector<Layout> layouts(int ranks) {
   }
   if (ranks % 4 == 0) {
     out.push_back({"2d 2 x 2", {{"size", 4}, {"mode", "2d"}}});
-    out.push_back({"zero 2 over tp 2", {{"size", 2}}, 2});
+    out.push_back({"zero 2 over tp 2", {{"size", 2}}, {{"stage", 2}}});
   }
   if (ranks % 8 == 0) {
     out.push_back({"2.5d 2 x 2 x depth 2", {{"size", 8}, {"mode", "2.5d"}, {"depth", 2}}});
     out.push_back({"3d 2 x 2 x 2", {{"size", 8}, {"mode", "3d"}}});
   }
+  const std::string dp = " over dp " + std::to_string(ranks);
   for (int stage : {1, 2, 3})
-    out.push_back({"zero " + std::to_string(stage) + " over dp " + std::to_string(ranks),
-                   {{"size", 1}}, stage});
+    out.push_back({"zero " + std::to_string(stage) + dp, {{"size", 1}}, {{"stage", stage}}});
+  out.push_back({"zero 2 + offload" + dp, {{"size", 1}}, {{"stage", 2}, {"offload", true}}});
+  out.push_back({"zero 3 + offload + offload_params" + dp,
+                 {{"size", 1}},
+                 {{"stage", 3}, {"offload", true}, {"offload_params", true}}});
   return out;
 }
 
@@ -59,7 +64,7 @@ json tiny_gpt(const Layout& layout, const std::string& device) {
            {{"steps", 8}, {"batch_size", 8}, {"eval_batches", 2}, {"sample_tokens", 0},
             {"grad_clip", 0.05}, {"device", device}}},
           {"parallel", {{"tensor", layout.tensor}}},
-          {"zero", {{"stage", layout.zero_stage}}},
+          {"zero", layout.zero},
           {"data", {{"builtin_tokens", 65536}, {"builtin_val_tokens", 4096}}},
           {"logging", {{"progress", false}}}};
 }

@@ -119,14 +119,20 @@ TEST_CASE("the CPU resolves to the CPU and keeps its gradient communicator") {
   CHECK(g.data<float>()[2] == 1.5f);
   CHECK(data->stats()[parallel::CommKind::all_reduce].calls == 1);
 
-  if (cuda_usable()) {  // on a GPU: a new NCCL communicator over the same ranks
+  if (cuda_usable()) {  // on a GPU: the group routed with a new NCCL communicator of its ranks
     const std::shared_ptr<parallel::Communicator> nccl = gradient_group(data, cuda_device(0));
     REQUIRE(nccl != nullptr);
     CHECK(nccl.get() != data.get());
-    CHECK(std::string(nccl->backend()) == "nccl");
+    CHECK(std::string(nccl->backend()) == "mpi+nccl");
+    CHECK(nccl->supports(DeviceType::cpu));
+    CHECK(nccl->supports(DeviceType::cuda));
     CHECK(nccl->device() == cuda_device(0));
     CHECK(nccl->size() == 1);
+    CHECK(gradient_group(nccl, cuda_device(0)).get() == nccl.get());  // it moves both already
   }
+  // A group that moves the device's tensors already is kept, on the CPU too.
+  CHECK(context_world(data, kCPU).get() == data.get());
+  CHECK(context_world(nullptr, kCPU) == nullptr);
 }
 
 TEST_CASE("without a usable GPU, train.device cuda is a clear error naming the reason") {
