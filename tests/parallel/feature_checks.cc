@@ -11,19 +11,6 @@
 namespace tessera::parallel::testing {
 namespace {
 
-// The error message of fn(), or "" when it does not throw.
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const ValueError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
 void check_point_to_point(Communicator& comm) {
   const int p = comm.size(), me = comm.rank();
   const int next = (me + 1) % p, prev = (me + p - 1) % p;

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -36,6 +37,21 @@ inline double tolerance(DType dtype) {
     case DType::bf16: return 1.6e-2;
     default: return 0.0;
   }
+}
+
+// The message of the E (ValueError unless named) `fn` throws ("" when it throws none).
+template <typename E = ValueError, typename Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "";
+}
+
+inline bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
 }
 
 }  // namespace tessera::parallel::testing

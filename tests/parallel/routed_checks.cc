@@ -1,7 +1,6 @@
 // RoutedCommunicator on the CPU (its MPI half; the NCCL half is checked on GPUs by
 // nccl_gpu_main.cc): every collective through it, its own byte counters, split into routed groups,
 // and the pairs it refuses.
-#include <functional>
 #include <memory>
 #include <string>
 
@@ -11,22 +10,6 @@
 #include "tests/parallel/rank_check.h"
 
 namespace tessera::parallel::testing {
-namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const ValueError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
-}  // namespace
 
 void run_routed_checks(const std::shared_ptr<Communicator>& world) {
   const int p = world->size(), me = world->rank();

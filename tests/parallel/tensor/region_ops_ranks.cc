@@ -20,6 +20,7 @@
 using namespace tessera;
 using namespace tessera::parallel;
 using namespace tessera::parallel::tensor;
+using tessera::parallel::testing::error_of;
 using tessera::parallel::testing::element;
 
 namespace {
@@ -482,17 +483,6 @@ void check_identity(const CommPtr& world) {
     }
   }
   RANK_CHECK(single->stats().total().calls == 0, "a group of one moved something");
-}
-
-// The message of fn()'s ValueError, or "" when it does not throw.
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const ValueError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 void check_errors(const CommPtr& group) {

@@ -128,17 +128,6 @@ inline Tensor rows_of(const Tensor& full, int r, int q) {
   return full.narrow(0, r * rows, rows).contiguous();
 }
 
-// The message of the E (ValueError unless named) `fn` throws ("" when it throws none).
-template <typename E = ValueError, typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "";
-}
-
 // Every parameter of `twin` against `serial`'s, in named_parameters() order under the same names:
 // the value gathered by its placement equal to the serial draw (exactly: shards are drawn at their
 // global indices), the gradient gathered within the twin tolerance. `replicated_ok`: parameters
