@@ -415,6 +415,9 @@ void Trainer::header() {
       << "threads per rank: " << num_threads() << " | device " << device_.str()
       << (config_.train.device == "cuda" && world_ && world_->size() > 1 ? " (rank 0)" : "")
       << "\n";
+  if (context_ && !device_.is_cpu() && context_->world_size() > 1)
+    *os << "  collectives: " << context_->world()->backend()
+        << " (every group: device tensors over NCCL, host tensors over MPI)\n";
   if (tensor_parallel()) {
     int64_t local = 0;
     for (const Tensor& p : task_->model().parameters()) local += p.numel();
