@@ -5,7 +5,8 @@
 namespace tessera::parallel {
 
 RoutedCommunicator::RoutedCommunicator(std::shared_ptr<Communicator> host,
-                                       std::shared_ptr<Communicator> device, const std::string& name)
+                                       std::shared_ptr<Communicator> device,
+                                       const std::string& name)
     : Communicator(name.empty() && host ? host->name() : name),
       host_(std::move(host)),
       device_(std::move(device)) {

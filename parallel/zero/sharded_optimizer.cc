@@ -102,8 +102,8 @@ ShardedOptimizer::ShardedOptimizer(NamedParams params, const std::vector<optim::
     check_offload_optimizer(optimizer.at("type").get<std::string>(), "optimizer.type");
     // On a GPU the host shards go through the collectives of the checkpoint paths
     // (gather_masters, state_dict) beside host buffers: the group must move host tensors too.
-    TS_CHECK(comm_->supports(offload_host_device(comm_->device()).type), op, "zero.offload with the ",
-             comm_->backend(), " communicator on ", comm_->device().str(),
+    TS_CHECK(comm_->supports(offload_host_device(comm_->device()).type), op,
+             "zero.offload with the ", comm_->backend(), " communicator on ", comm_->device().str(),
              ": the host shards need a group that moves host tensors as well (a "
              "RoutedCommunicator of MPI and NCCL, as the trainer's groups on GPUs are)");
   }

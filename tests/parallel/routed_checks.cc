@@ -29,7 +29,8 @@ void run_routed_checks(const std::shared_ptr<Communicator>& world) {
   routed.reset_stats();
   Tensor t = full({256}, 1.0);
   routed.all_reduce(t)->wait();
-  RANK_CHECK(t.data<float>()[255] == float(p), "all_reduce through the route: ", t.data<float>()[255]);
+  RANK_CHECK(t.data<float>()[255] == float(p),
+             "all_reduce through the route: ", t.data<float>()[255]);
   RANK_CHECK(routed.stats()[CommKind::all_reduce].calls == 1 &&
                  routed.stats()[CommKind::all_reduce].payload_bytes == 1024,
              "routed counters: ", routed.stats()[CommKind::all_reduce].calls, " calls");
@@ -42,9 +43,9 @@ void run_routed_checks(const std::shared_ptr<Communicator>& world) {
   RANK_CHECK(routed_half != nullptr && routed_half->host() != nullptr &&
                  routed_half->device_comm() == nullptr,
              "split gives a routed group over the host's split");
-  RANK_CHECK(half->name() == "half" && half->size() == (p + 1 - me % 2) / 2 &&
-                 half->rank() == me / 2,
-             "half: rank ", half->rank(), " of ", half->size());
+  RANK_CHECK(
+      half->name() == "half" && half->size() == (p + 1 - me % 2) / 2 && half->rank() == me / 2,
+      "half: rank ", half->rank(), " of ", half->size());
   Tensor s = full({3}, 1.0);
   half->all_reduce(s)->wait();
   RANK_CHECK(s.data<float>()[0] == float(half->size()), "all_reduce over the half");

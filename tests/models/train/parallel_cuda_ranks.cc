@@ -1,10 +1,11 @@
 // Tensor parallelism and ZeRO on GPUs, one rank per GPU, run by parallel_cuda_test.sh under mpirun
 // on 1, 2, 4 and 8 ranks: a tiny GPT (dropout on, gradient clipping on, 4 heads) trains under every
-// tensor layout of the ranks and under ZeRO stages 1, 2 and 3 (and offload) over them, on CUDA (the groups'
-// collectives over NCCL, through RoutedCommunicator) with the losses of the same layout on the CPU
-// (which the CLI tests prove equal to the serial run's) within 1e-3 relative, the tolerance of
-// trainer_cuda_test's CPU-against-GPU runs. Rank 0 ends with "parallel_cuda: all checks passed",
-// or, without a GPU for each rank, "parallel_cuda: SKIPPED: <why>".
+// tensor layout of the ranks and under ZeRO stages 1, 2 and 3 (and offload) over them, on CUDA
+// (the groups' collectives over NCCL, through RoutedCommunicator), with the losses of the same
+// layout on the CPU (which the CLI tests prove equal to the serial run's) within 1e-3 relative,
+// the tolerance of trainer_cuda_test's CPU-against-GPU runs. Rank 0 ends with
+// "parallel_cuda: all checks passed", or, without a GPU for each rank,
+// "parallel_cuda: SKIPPED: <why>".
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -23,8 +24,8 @@ namespace {
 
 struct Layout {
   std::string name;
-  json tensor = {{"size", 1}};    // the parallel.tensor section
-  json zero = {{"stage", 0}};     // the zero section
+  json tensor = {{"size", 1}};  // the parallel.tensor section
+  json zero = {{"stage", 0}};   // the zero section
 };
 
 // Every tensor layout of `ranks` ranks the CLI tests run on the CPU (the rest of the world, if
@@ -57,12 +58,22 @@ std::vector<Layout> layouts(int ranks) {
 
 json tiny_gpt(const Layout& layout, const std::string& device) {
   return {{"model",
-           {{"type", "gpt"}, {"vocab_size", 256}, {"context_length", 32}, {"n_layers", 1},
-            {"n_heads", 4}, {"d_model", 32}, {"dropout", 0.1}, {"attn_dropout", 0.1}}},
+           {{"type", "gpt"},
+            {"vocab_size", 256},
+            {"context_length", 32},
+            {"n_layers", 1},
+            {"n_heads", 4},
+            {"d_model", 32},
+            {"dropout", 0.1},
+            {"attn_dropout", 0.1}}},
           {"optimizer", {{"type", "adamw"}, {"lr", 1e-2}}},
           {"train",
-           {{"steps", 8}, {"batch_size", 8}, {"eval_batches", 2}, {"sample_tokens", 0},
-            {"grad_clip", 0.05}, {"device", device}}},
+           {{"steps", 8},
+            {"batch_size", 8},
+            {"eval_batches", 2},
+            {"sample_tokens", 0},
+            {"grad_clip", 0.05},
+            {"device", device}}},
           {"parallel", {{"tensor", layout.tensor}}},
           {"zero", layout.zero},
           {"data", {{"builtin_tokens", 65536}, {"builtin_val_tokens", 4096}}},
@@ -72,38 +83,41 @@ json tiny_gpt(const Layout& layout, const std::string& device) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return parallel::run_distributed(argc, argv, [](const std::shared_ptr<parallel::Communicator>& world) {
-    const int devices = cuda::device_count();
-    if (devices < world->size()) {
-      if (world->rank() == 0) {
-        std::printf(
-            "parallel_cuda: SKIPPED: tensor parallelism and ZeRO on CUDA need a GPU per rank: %d "
-            "ranks, %d GPU%s (%s)\n",
-            world->size(), devices, devices == 1 ? "" : "s",
-            devices == 0 ? cuda::unavailable_reason().c_str() : "NCCL refuses two ranks on one GPU");
-      }
-      return 0;
-    }
-    for (const Layout& layout : layouts(world->size())) {
-      const train::TrainSummary cpu =
-          train::run_training(train::TrainConfig::from_json(tiny_gpt(layout, "cpu")), world);
-      const train::TrainSummary gpu =
-          train::run_training(train::TrainConfig::from_json(tiny_gpt(layout, "cuda")), world);
-      RANK_CHECK(gpu.losses.size() == cpu.losses.size() && !cpu.losses.empty(), layout.name, ": ",
-                 gpu.losses.size(), " steps on CUDA, ", cpu.losses.size(), " on the CPU");
-      for (size_t i = 0; i < cpu.losses.size(); ++i) {
-        RANK_CHECK(std::isfinite(gpu.losses[i]) &&
-                       std::fabs(gpu.losses[i] - cpu.losses[i]) <= 1e-3 * std::fabs(cpu.losses[i]),
-                   layout.name, ", step ", i + 1, ": CUDA loss ", gpu.losses[i], ", CPU loss ",
-                   cpu.losses[i]);
-      }
-      if (world->rank() == 0)
-        std::printf("ok: %s on CUDA follows the CPU over %zu steps\n", layout.name.c_str(),
-                    cpu.losses.size());
-    }
-    world->barrier()->wait();
-    if (world->rank() == 0)
-      std::printf("parallel_cuda: all checks passed on %d ranks\n", world->size());
-    return 0;
-  });
+  return parallel::run_distributed(
+      argc, argv, [](const std::shared_ptr<parallel::Communicator>& world) {
+        const int devices = cuda::device_count();
+        if (devices < world->size()) {
+          if (world->rank() == 0) {
+            std::printf(
+                "parallel_cuda: SKIPPED: tensor parallelism and ZeRO on CUDA need a GPU per rank: "
+                "%d "
+                "ranks, %d GPU%s (%s)\n",
+                world->size(), devices, devices == 1 ? "" : "s",
+                devices == 0 ? cuda::unavailable_reason().c_str()
+                             : "NCCL refuses two ranks on one GPU");
+          }
+          return 0;
+        }
+        for (const Layout& layout : layouts(world->size())) {
+          const train::TrainSummary cpu =
+              train::run_training(train::TrainConfig::from_json(tiny_gpt(layout, "cpu")), world);
+          const train::TrainSummary gpu =
+              train::run_training(train::TrainConfig::from_json(tiny_gpt(layout, "cuda")), world);
+          RANK_CHECK(gpu.losses.size() == cpu.losses.size() && !cpu.losses.empty(), layout.name,
+                     ": ", gpu.losses.size(), " steps on CUDA, ", cpu.losses.size(), " on the CPU");
+          for (size_t i = 0; i < cpu.losses.size(); ++i) {
+            RANK_CHECK(std::isfinite(gpu.losses[i]) && std::fabs(gpu.losses[i] - cpu.losses[i]) <=
+                                                           1e-3 * std::fabs(cpu.losses[i]),
+                       layout.name, ", step ", i + 1, ": CUDA loss ", gpu.losses[i], ", CPU loss ",
+                       cpu.losses[i]);
+          }
+          if (world->rank() == 0)
+            std::printf("ok: %s on CUDA follows the CPU over %zu steps\n", layout.name.c_str(),
+                        cpu.losses.size());
+        }
+        world->barrier()->wait();
+        if (world->rank() == 0)
+          std::printf("parallel_cuda: all checks passed on %d ranks\n", world->size());
+        return 0;
+      });
 }

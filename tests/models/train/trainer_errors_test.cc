@@ -81,7 +81,8 @@ TEST_CASE("layouts and features not available yet are rejected in the product's 
   j["parallel"] = json::object();
   j["zero"] = {{"stage", 2}, {"offload", true}};
   if (!cuda_usable())
-    CHECK_THAT(error_of(j), Catch::Contains("[config] train.device cuda: " + cuda_unavailable_reason()));
+    CHECK_THAT(error_of(j),
+               Catch::Contains("[config] train.device cuda: " + cuda_unavailable_reason()));
   j = tiny_gpt();
   j["parallel"] = {{"data", 2}};
   CHECK_THAT(error_of(j), Catch::Contains("= 2 ranks, but the job has 1"));
