@@ -41,9 +41,9 @@ struct ZeroSection {
   // rank's pieces in its shards as it is drawn and is released (parallel/zero/sharded_build.h),
   // after a probing build that finds the layout. false: built whole, then sharded.
   bool sharded_init = true;
-  // Stage 3 with offload: the parameter shards too, in chunks of chunk_mb (0: 4 MiB) placed on
-  // the device or the host (parallel/zero/param_placement.h): "static" puts offload_param_frac
-  // of them on the host; "auto" traces the first step and keeps on the device what fits under
+  // Stage 3 with offload: the parameter shards too, in chunks of chunk_mb (0: the size that wastes
+  // least, searched) placed on the device or the host (parallel/zero/param_placement.h): "static"
+  // puts offload_param_frac of them on the host; "auto" traces the first step and keeps on the device what fits under
   // device_memory_limit (bytes; "8G" in the file).
   bool offload_params = false;
   std::string placement = "static";

@@ -26,6 +26,30 @@ std::vector<ChunkRange> pack_chunks(const std::vector<ShardPiece>& pieces, int64
   return chunks;
 }
 
+int64_t search_chunk_capacity(const std::vector<ShardPiece>& pieces, int64_t min_capacity,
+                              int64_t max_capacity, int64_t step) {
+  TS_CHECK(min_capacity >= 1 && min_capacity <= max_capacity && step >= 1, "zero",
+           "expected a chunk capacity range 1 <= min <= max and a step of at least 1, got [",
+           min_capacity, ", ", max_capacity, "] in steps of ", step);
+  int64_t longest = 0;  // within the range: longer pieces are chunks of their own anyway
+  for (const ShardPiece& p : pieces)
+    if (p.numel <= max_capacity) longest = std::max(longest, p.numel);
+  auto waste = [&](int64_t capacity) {
+    int64_t w = 0;
+    for (const ChunkRange& c : pack_chunks(pieces, capacity))
+      if (c.numel < capacity) w += capacity - c.numel;
+    return w;
+  };
+  int64_t best = std::max(min_capacity, longest);
+  int64_t least = waste(best);
+  for (int64_t capacity = best;; capacity = std::min(capacity + step, max_capacity)) {
+    const int64_t w = waste(capacity);
+    if (w < least) least = w, best = capacity;
+    if (capacity == max_capacity) break;
+  }
+  return best;
+}
+
 std::vector<bool> static_host_chunks(size_t count, double host_fraction) {
   TS_CHECK(host_fraction >= 0.0 && host_fraction <= 1.0, "zero",
            "expected a host fraction in [0, 1], got ", host_fraction);

@@ -31,7 +31,9 @@ struct ParamPlacement {
   std::string policy = "device";  // "device", "static" or "auto"
   double host_fraction = 1.0;     // static: the share of chunks on the host, in [0, 1]
   int64_t device_limit = 0;       // auto: bytes of device memory the run may use
-  int64_t chunk_bytes = 0;        // a chunk's size (a larger piece gets a chunk of its own); 0: 4 MiB
+  // A chunk's capacity (a larger piece gets a chunk of its own); 0: searched between 1 and 64 MiB
+  // (search_chunk_capacity).
+  int64_t chunk_bytes = 0;
 };
 
 // One chunk of a rank's compute shard: shard elements [begin, begin + numel).
@@ -43,6 +45,17 @@ struct ChunkRange {
 // Packs the rank's pieces (in shard order, contiguous) into chunks of at most `capacity` elements
 // without splitting a piece; a piece longer than capacity is a chunk by itself.
 std::vector<ChunkRange> pack_chunks(const std::vector<ShardPiece>& pieces, int64_t capacity);
+
+// The capacity in [min_capacity, max_capacity] (elements, tried in steps of `step` and at
+// max_capacity) that wastes least, as Gemini searches its chunk size: waste is what chunks of
+// equal size would pad, the sum over the packed chunks of capacity - numel. Chunks are allocated
+// at their used size here, so the waste is not memory lost: the least of it gives the fullest,
+// most equal chunks, which the device limit's fitting and the eviction count in. Candidates start
+// at the longest piece within the range, so that none but the pieces longer than max_capacity
+// (each a chunk of its own, as Gemini filters its extra-large parameters) stands alone; ties go to
+// the smaller capacity. Throws unless 1 <= min_capacity <= max_capacity and step >= 1.
+int64_t search_chunk_capacity(const std::vector<ShardPiece>& pieces, int64_t min_capacity,
+                              int64_t max_capacity, int64_t step);
 
 // static: which of `count` chunks (in order) live on the host.
 std::vector<bool> static_host_chunks(size_t count, double host_fraction);

@@ -18,6 +18,11 @@ namespace tessera::parallel::zero {
 
 namespace {
 
+// zero.chunk_mb 0: the chunk capacity searched between these (search_chunk_capacity).
+constexpr int64_t kMinChunkBytes = int64_t(1) << 20;
+constexpr int64_t kMaxChunkBytes = int64_t(64) << 20;
+constexpr int64_t kChunkSearchStep = int64_t(256) << 10;
+
 Tensor flat(const Tensor& t) { return t.view({t.numel()}); }
 
 // dst = src, whichever devices (or host domains) they are on.
@@ -89,8 +94,12 @@ Stage3Params::Stage3Params(std::shared_ptr<Communicator> comm, const ZeroPlan& p
     if (!chunked_) {
       chunks.push_back({.begin = 0, .numel = shard.numel(), .data = shard});
     } else {
-      const int64_t bytes = where.chunk_bytes > 0 ? where.chunk_bytes : int64_t(4) << 20;
-      const int64_t capacity = std::max<int64_t>(1, bytes / int64_t(dtype_size(dtype)));
+      const int64_t item = int64_t(dtype_size(dtype));
+      const int64_t capacity =
+          where.chunk_bytes > 0
+              ? std::max<int64_t>(1, where.chunk_bytes / item)
+              : search_chunk_capacity(mine_[g], kMinChunkBytes / item, kMaxChunkBytes / item,
+                                      kChunkSearchStep / item);
       for (const ChunkRange& r : pack_chunks(mine_[g], capacity))
         chunks.push_back({.begin = r.begin, .numel = r.numel, .data = shard.narrow(0, r.begin, r.numel).clone()});
     }

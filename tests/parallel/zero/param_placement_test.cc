@@ -46,6 +46,27 @@ TEST_CASE("a piece above the capacity is a chunk of its own; empty pieces are sk
   CHECK_THROWS_WITH(pack_chunks(pieces({1}), 0), Catch::Contains("chunk capacity of at least 1"));
 }
 
+TEST_CASE("the chunk capacity is searched to waste least, as Gemini's chunk size",
+          "[zero][placement]") {
+  // Pieces 5, 4, 3: capacity 5 packs [5] [4] [3] (waste 0 + 1 + 2), 7 packs [5] [4 3] (2), 12 one
+  // chunk (0).
+  CHECK(search_chunk_capacity(pieces({5, 4, 3}), 1, 12, 1) == 12);
+  // Up to 10: 7 (waste 2) beats 5 (3), 8 (4), 6 and 9 (6) and 10 (8).
+  CHECK(search_chunk_capacity(pieces({5, 4, 3}), 1, 10, 1) == 7);
+  // In steps of 4 from the longest piece: 5, 9 and the range's end 10.
+  CHECK(search_chunk_capacity(pieces({5, 4, 3}), 1, 10, 4) == 5);
+  // A piece longer than the range is a chunk of its own and does not raise the start; ties go to
+  // the smaller capacity (2 and 4 both waste nothing).
+  CHECK(search_chunk_capacity(pieces({100, 2, 2}), 1, 10, 1) == 2);
+  // The range's lower end holds: 3 packs [2] [2] (waste 2), 4 packs [2 2] (0).
+  CHECK(search_chunk_capacity(pieces({2, 2}), 3, 8, 1) == 4);
+  CHECK_THROWS_WITH(search_chunk_capacity(pieces({1}), 0, 4, 1),
+                    Catch::Contains("expected a chunk capacity range 1 <= min <= max"));
+  CHECK_THROWS_WITH(search_chunk_capacity(pieces({1}), 5, 4, 1), Catch::Contains("got [5, 4]"));
+  CHECK_THROWS_WITH(search_chunk_capacity(pieces({1}), 1, 4, 0),
+                    Catch::Contains("in steps of 0"));
+}
+
 TEST_CASE("the static placement puts the last fraction of the chunks on the host",
           "[zero][placement]") {
   CHECK(static_host_chunks(4, 1.0) == std::vector<bool>{true, true, true, true});
