@@ -31,9 +31,16 @@ int64_t search_chunk_capacity(const std::vector<ShardPiece>& pieces, int64_t min
   TS_CHECK(min_capacity >= 1 && min_capacity <= max_capacity && step >= 1, "zero",
            "expected a chunk capacity range 1 <= min <= max and a step of at least 1, got [",
            min_capacity, ", ", max_capacity, "] in steps of ", step);
-  int64_t longest = 0;  // within the range: longer pieces are chunks of their own anyway
+  // Extra-large pieces (longer than the range, or than the mean + 3 standard deviations of the
+  // pieces, as Gemini filters them: a token table) stand alone and do not set the start.
+  double sum = 0, sum_sq = 0;
   for (const ShardPiece& p : pieces)
-    if (p.numel <= max_capacity) longest = std::max(longest, p.numel);
+    sum += double(p.numel), sum_sq += double(p.numel) * double(p.numel);
+  const double n = double(std::max<size_t>(pieces.size(), 1)), mean = sum / n;
+  const double large = mean + 3 * std::sqrt(std::max(0.0, sum_sq / n - mean * mean));
+  int64_t longest = 0;
+  for (const ShardPiece& p : pieces)
+    if (p.numel <= max_capacity && double(p.numel) <= large) longest = std::max(longest, p.numel);
   auto waste = [&](int64_t capacity) {
     int64_t w = 0;
     for (const ChunkRange& c : pack_chunks(pieces, capacity))

@@ -51,9 +51,10 @@ std::vector<ChunkRange> pack_chunks(const std::vector<ShardPiece>& pieces, int64
 // equal size would pad, the sum over the packed chunks of capacity - numel. Chunks are allocated
 // at their used size here, so the waste is not memory lost: the least of it gives the fullest,
 // most equal chunks, which the device limit's fitting and the eviction count in. Candidates start
-// at the longest piece within the range, so that none but the pieces longer than max_capacity
-// (each a chunk of its own, as Gemini filters its extra-large parameters) stands alone; ties go to
-// the smaller capacity. Throws unless 1 <= min_capacity <= max_capacity and step >= 1.
+// at the longest piece that is not extra-large, so that only those stand alone: the pieces longer
+// than max_capacity or than the pieces' mean + 3 standard deviations (Gemini filters its
+// extra-large parameters so: a token table). Ties go to the smaller capacity (finer placement).
+// Throws unless 1 <= min_capacity <= max_capacity and step >= 1.
 int64_t search_chunk_capacity(const std::vector<ShardPiece>& pieces, int64_t min_capacity,
                               int64_t max_capacity, int64_t step);
 

@@ -58,6 +58,10 @@ TEST_CASE("the chunk capacity is searched to waste least, as Gemini's chunk size
   // A piece longer than the range is a chunk of its own and does not raise the start; ties go to
   // the smaller capacity (2 and 4 both waste nothing).
   CHECK(search_chunk_capacity(pieces({100, 2, 2}), 1, 10, 1) == 2);
+  // A piece beyond the mean + 3 standard deviations (40 among ten 2s: mean 5.5, deviation 10.9)
+  // stands alone too, inside the range.
+  CHECK(search_chunk_capacity(pieces({2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 40}), 1, 64, 1) == 2);
+  CHECK(search_chunk_capacity(pieces({2, 2, 40}), 1, 64, 1) == 44);  // not beyond: one chunk
   // The range's lower end holds: 3 packs [2] [2] (waste 2), 4 packs [2 2] (0).
   CHECK(search_chunk_capacity(pieces({2, 2}), 3, 8, 1) == 4);
   CHECK_THROWS_WITH(search_chunk_capacity(pieces({1}), 0, 4, 1),
