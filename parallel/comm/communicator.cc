@@ -256,6 +256,10 @@ WorkPtr Communicator::batch_send_recv(const std::vector<P2POp>& ops) {
     check_tensor(op, p.tensor, "", *this);
     check_rank(op, "peer", p.peer, size());
     check_tag(op, p.tag);
+    // One backend moves a batch (a RoutedCommunicator picks it by the tensors' device type).
+    TS_CHECK(p.tensor.device().type == ops.front().tensor.device().type, "batch_send_recv",
+             "group '", name(), "': expected every transfer of a batch on one device type, got ",
+             ops.front().tensor.describe(), " and ", p.tensor.describe());
   }
   for (const P2POp& p : ops) {
     bool is_send = p.kind == P2POp::Kind::send;

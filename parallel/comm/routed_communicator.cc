@@ -75,15 +75,9 @@ WorkPtr RoutedCommunicator::do_recv(const Tensor& t, int peer, int tag) {
 }
 
 WorkPtr RoutedCommunicator::do_batch_send_recv(const std::vector<P2POp>& ops) {
-  if (ops.empty()) return host_->do_batch_send_recv(ops);
-  const DeviceType type = ops.front().tensor.device().type;
-  for (const P2POp& p : ops) {
-    TS_CHECK(p.tensor.device().type == type, "batch_send_recv", "group '", name(),
-             "': expected every transfer of a batch on one device type (one backend moves a "
-             "batch), got ",
-             ops.front().tensor.describe(), " and ", p.tensor.describe());
-  }
-  return backend_for(ops.front().tensor).do_batch_send_recv(ops);
+  // Communicator::batch_send_recv has checked that the batch is on one device type.
+  return ops.empty() ? host_->do_batch_send_recv(ops)
+                     : backend_for(ops.front().tensor).do_batch_send_recv(ops);
 }
 
 WorkPtr RoutedCommunicator::do_barrier() { return host_->do_barrier(); }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "core/error.h"
@@ -47,9 +48,9 @@ int64_t search_chunk_capacity(const std::vector<ShardPiece>& pieces, int64_t min
       if (c.numel < capacity) w += capacity - c.numel;
     return w;
   };
-  int64_t best = std::max(min_capacity, longest);
-  int64_t least = waste(best);
-  for (int64_t capacity = best;; capacity = std::min(capacity + step, max_capacity)) {
+  int64_t best = 0, least = std::numeric_limits<int64_t>::max();
+  for (int64_t capacity = std::max(min_capacity, longest);;
+       capacity = std::min(capacity + step, max_capacity)) {
     const int64_t w = waste(capacity);
     if (w < least) least = w, best = capacity;
     if (capacity == max_capacity) break;

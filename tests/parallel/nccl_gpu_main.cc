@@ -159,6 +159,14 @@ void check_routed(const std::shared_ptr<Communicator>& world, NcclCommunicator& 
     refused = std::strstr(e.what(), "on the same device type") != nullptr;
   }
   RANK_CHECK(refused, "a CPU input with a CUDA output is refused");
+  refused = false;
+  try {
+    routed.batch_send_recv({{P2POp::Kind::send, full({2}, 1.0), (me + 1) % p, 0},
+                            {P2POp::Kind::recv, to_cuda(zeros({2}), device), (me + p - 1) % p, 0}});
+  } catch (const ValueError& e) {
+    refused = std::strstr(e.what(), "every transfer of a batch on one device type") != nullptr;
+  }
+  RANK_CHECK(refused, "a batch of a CPU send and a CUDA receive is refused before it starts");
 
   const std::shared_ptr<Communicator> half = routed.split(me % 2, me, "routed_half");
   const auto* routed_half = dynamic_cast<const RoutedCommunicator*>(half.get());
