@@ -18,7 +18,7 @@ CALLER_DIR=$PWD
 cd "$(dirname "$0")/.."
 abs() { case $1 in /*) echo "$1" ;; *) echo "$CALLER_DIR/$1" ;; esac; }
 
-TEST_PATTERN="tests(//tests/core/cuda/... + //tests/kernels/cuda/...)"
+TEST_PATTERN="tests(//tests/core/cuda/... + //tests/kernels/cuda/... + //tests/parallel/zero:host_mover)"
 BENCH_TARGET=//tools/bench:bench
 PEER_FILES="tools/bench/torch_peer.py tools/bench/torch_cuda_peer.py tools/bench/torch_gpt.py"
 TEST_SECONDS=105 MEMCHECK_SECONDS=85 BENCH_SECONDS=95

@@ -14,6 +14,7 @@
 #include "optim/make_optimizer.h"
 #include "optim/param_math.h"
 #include "parallel/comm/config_check.h"
+#include "parallel/zero/host_mover.h"
 #include "parallel/zero/offload.h"
 #include "parallel/zero/stage2_reducer.h"
 
@@ -108,6 +109,7 @@ ShardedOptimizer::ShardedOptimizer(NamedParams params, const std::vector<optim::
              "RoutedCommunicator of MPI and NCCL, as the trainer's groups on GPUs are)");
   }
   shard_device_ = options.offload ? offload_host_device(comm_->device()) : comm_->device();
+  mover_ = std::make_shared<HostMover>(comm_->device());
 
   std::unordered_set<const TensorImpl*> seen;
   for (const auto& [name, t] : params_) {
@@ -208,7 +210,7 @@ ShardedOptimizer::ShardedOptimizer(NamedParams params, const std::vector<optim::
   for (const auto& entry : params_) names.push_back(entry.first);
   if (options.stage >= 2) {
     reducer_ = std::make_shared<detail::Stage2Reducer>(comm_, plan_, tensors_, names, comm_dtypes_,
-                                                       options.bucket_cap_bytes, shard_device_);
+                                                       options.bucket_cap_bytes, shard_device_, mover_);
     std::weak_ptr<detail::Stage2Reducer> weak = reducer_;
     for (size_t p = 0; p < tensors_.size(); ++p) {
       tensors_[p].add_grad_ready_hook([weak, p](const Tensor&) {
@@ -219,8 +221,9 @@ ShardedOptimizer::ShardedOptimizer(NamedParams params, const std::vector<optim::
   if (options.overlap_step) {
     worker_ = std::make_unique<StepWorker>();
     posted_.resize(shards_.size());
-    reducer_->on_shard_ready = [this](size_t g, int64_t offset, const Tensor& grad) {
-      step_range(g, offset, grad);
+    reducer_->on_shard_ready = [this](size_t g, int64_t offset, const Tensor& grad,
+                                      const MoveReady& ready) {
+      step_range(g, offset, grad, ready);
     };
   }
   if (options.stage == 3)
@@ -279,11 +282,16 @@ void ShardedOptimizer::begin_overlapped_step() {
   overlapping_ = true;
 }
 
-void ShardedOptimizer::step_range(size_t g, int64_t offset, const Tensor& grad) {
+void ShardedOptimizer::step_range(size_t g, int64_t offset, const Tensor& grad,
+                                  const MoveReady& ready) {
   if (!overlapping_) begin_overlapped_step();
   posted_[g].emplace_back(offset, grad.numel());
-  // `grad` is final (a view of the host shard gradient the reducer returns at the end).
-  worker_->post([this, g, offset, grad] { optimizer_->step_slice(g, offset, grad); });
+  // `grad` is final once its move to the host is (a view of the host shard gradient the reducer
+  // returns at the end): the worker waits for the copy, the trainer's thread goes on.
+  worker_->post([this, g, offset, grad, ready] {
+    ready.wait();
+    optimizer_->step_slice(g, offset, grad);
+  });
 }
 
 void ShardedOptimizer::finish_overlapped_step(const std::vector<Tensor>& grads) {
@@ -317,16 +325,19 @@ void ShardedOptimizer::step() {
 // the rest, so only the shard's gradient outlives the reduction.
 void ShardedOptimizer::shard_grads_from_model() {
   for (size_t g = 0; g < shards_.size(); ++g) {
-    Tensor grad =
-        zeros({plan_.groups[g].shard_numel}, {.dtype = DType::f32, .device = shard_device_});
+    const int64_t n = plan_.groups[g].shard_numel;
+    Tensor grad = shard_device_ == mover_->host()
+                      ? mover_->host_zeros(n, DType::f32)
+                      : zeros({n}, {.dtype = DType::f32, .device = shard_device_});
     for (const ShardPiece& pc : pieces_[g]) {
       const Tensor src = tensors_[pc.param].grad();
       if (src.defined())
-        grad.narrow(0, pc.shard_offset, pc.numel)
-            .copy_(flat(src).narrow(0, pc.param_offset, pc.numel));
+        mover_->copy(flat(src).narrow(0, pc.param_offset, pc.numel),
+                     grad.narrow(0, pc.shard_offset, pc.numel));
     }
     shards_[g].set_grad(grad);
   }
+  mover_->synchronize();  // the gradients' moves to the host are done
   for (const Tensor& t : tensors_) t.set_grad(Tensor());
 }
 
@@ -380,8 +391,25 @@ Tensor ShardedOptimizer::compute_shard(size_t g) const {
   // 16-bit groups travel rounded: what master_to_model would write, in half the bytes. Chunked
   // stage 3 copies each chunk from here to where it lives, so the rounding stays on the host and
   // the device never holds the whole shard at once.
-  const Tensor rounded = shards_[g].detach().to(comm_dtypes_[g]);
-  return params3_ && params3_->chunked() ? rounded : rounded.to(comm_->device());
+  const Tensor master = shards_[g].detach();
+  const bool chunked = params3_ && params3_->chunked();
+  if (chunked || master.device() == comm_->device() || !comm_->device().is_cuda()) {
+    const Tensor rounded = master.to(comm_dtypes_[g]);
+    return chunked ? rounded : rounded.to(comm_->device());
+  }
+  // Offloaded on a GPU: rounded into pinned staging (kept across steps) and queued on the copy
+  // stream, which the collective that reads the result waits for.
+  const int64_t n = master.numel();
+  if (staging_.size() <= g) {
+    staging_.resize(shards_.size());
+    staged_.resize(shards_.size());
+  }
+  if (!staging_[g].defined()) staging_[g] = mover_->host_empty(n, comm_dtypes_[g]);
+  staged_[g].wait();  // the last step's move out of the staging is done
+  staging_[g].copy_(master);
+  Tensor out = empty({n}, {.dtype = comm_dtypes_[g], .device = comm_->device()});
+  staged_[g] = mover_->copy(staging_[g], out);
+  return out;
 }
 
 std::vector<Tensor> ShardedOptimizer::compute_shards() const {

@@ -80,6 +80,7 @@
 #include "optim/optimizer.h"
 #include "parallel/comm/communicator.h"
 #include "parallel/data/data_parallel.h"
+#include "parallel/zero/host_mover.h"
 #include "parallel/zero/stage3_params.h"
 #include "parallel/zero/step_worker.h"
 #include "parallel/zero/zero_plan.h"
@@ -244,7 +245,7 @@ class ShardedOptimizer {
   std::vector<Tensor> compute_shards() const;
   // The overlapped step: the update of the reduced range [offset, offset + grad.numel()) of group
   // g's shard goes to the worker; the step's first range begins it.
-  void step_range(size_t g, int64_t offset, const Tensor& grad);
+  void step_range(size_t g, int64_t offset, const Tensor& grad, const MoveReady& ready);
   void begin_overlapped_step();
   void finish_overlapped_step(const std::vector<Tensor>& grads);
 
@@ -258,6 +259,12 @@ class ShardedOptimizer {
   std::vector<size_t> group_begin_;  // per group: the plain index of its first parameter
   std::vector<Tensor> shards_;
   Device shard_device_;
+  // The moves between the device and the host shards under offload (shared with the reducer).
+  std::shared_ptr<HostMover> mover_;
+  // Under offload: per group, the pinned host buffer the rounded shard leaves from, and its last
+  // move out.
+  mutable std::vector<Tensor> staging_;
+  mutable std::vector<MoveReady> staged_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<DataParallel> dp_;                // stage 1
   std::shared_ptr<detail::Stage2Reducer> reducer_;  // stages 2 and 3

@@ -13,13 +13,14 @@ constexpr size_t kMaxInFlight = 2;  // buckets reducing while backward goes on
 Stage2Reducer::Stage2Reducer(std::shared_ptr<Communicator> c, const ZeroPlan& plan,
                              std::vector<Tensor> params, std::vector<std::string> names,
                              std::vector<DType> group_dtypes, int64_t cap_bytes,
-                             Device shard_device)
+                             Device shard_device, std::shared_ptr<HostMover> mover)
     : comm(std::move(c)),
       params_(std::move(params)),
       names_(std::move(names)),
       group_dtypes_(std::move(group_dtypes)),
       rank_(comm->rank()),
-      shard_device_(shard_device) {
+      shard_device_(shard_device),
+      mover_(std::move(mover)) {
   std::vector<int64_t> itemsizes;
   for (size_t g = 0; g < plan.groups.size(); ++g) {
     itemsizes.push_back(int64_t(dtype_size(group_dtypes_[g])));
@@ -110,22 +111,34 @@ void Stage2Reducer::progress() {
 void Stage2Reducer::complete(size_t b) {
   for (const WorkPtr& w : works_[b]) w->wait();
   const ReduceBucket& k = buckets_[b];
-  if (shard_grads_.empty()) {
-    for (size_t g = 0; g < shard_numel_.size(); ++g)
-      shard_grads_.push_back(
-          zeros({shard_numel_[g]}, {.dtype = DType::f32, .device = shard_device_}));
-  }
+  if (shard_grads_.empty()) allocate_shard_grads();
   for (const ReducePart& part : k.parts) {
     if (part.owner != rank_) continue;
     const int64_t n = part.end - part.begin;
     const int64_t offset = part.begin - int64_t(part.owner) * shard_numel_[k.group];
     const Tensor slice = shard_grads_[k.group].narrow(0, offset, n);
-    slice.copy_(buffers_[b].narrow(0, part.begin - k.begin, n));
-    if (on_shard_ready) on_shard_ready(k.group, offset, slice);
+    const MoveReady ready = mover_->copy(buffers_[b].narrow(0, part.begin - k.begin, n), slice);
+    if (on_shard_ready) on_shard_ready(k.group, offset, slice, ready);
   }
   buffers_[b] = Tensor();
   works_[b].clear();
   done_[b] = true;
+}
+
+// Zeros (the padding stays zero). Under offload on a GPU they are pinned, the memory the moves
+// copy into asynchronously, and kept from step to step: pinning is costly and stalls the device,
+// and every step's reduced ranges overwrite all but the padding.
+void Stage2Reducer::allocate_shard_grads() {
+  const bool pinned = shard_device_ == mover_->host() && mover_->device().is_cuda();
+  if (pinned && !pinned_grads_.empty()) {
+    shard_grads_ = pinned_grads_;
+    return;
+  }
+  for (size_t g = 0; g < shard_numel_.size(); ++g)
+    shard_grads_.push_back(shard_device_ == mover_->host()
+                               ? mover_->host_zeros(shard_numel_[g], DType::f32)
+                               : zeros({shard_numel_[g]}, {.dtype = DType::f32, .device = shard_device_}));
+  if (pinned) pinned_grads_ = shard_grads_;
 }
 
 void Stage2Reducer::on_grad_ready(size_t p) {
@@ -151,11 +164,8 @@ std::vector<Tensor> Stage2Reducer::finish() {
   launch_ready();
   for (size_t b = 0; b < buckets_.size(); ++b)
     if (!done_[b]) complete(b);
-  if (shard_grads_.empty()) {  // no bucket at all: every parameter is empty
-    for (size_t g = 0; g < shard_numel_.size(); ++g)
-      shard_grads_.push_back(
-          zeros({shard_numel_[g]}, {.dtype = DType::f32, .device = shard_device_}));
-  }
+  if (shard_grads_.empty()) allocate_shard_grads();  // no bucket at all: every parameter is empty
+  mover_->synchronize();  // the shard gradients' moves to the host are done
   for (const Tensor& p : params_) p.set_grad(Tensor());
   std::vector<Tensor> out = std::move(shard_grads_);
   reset_step();

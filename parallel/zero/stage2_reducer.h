@@ -10,29 +10,36 @@
 
 #include "core/tensor.h"
 #include "parallel/comm/communicator.h"
+#include "parallel/zero/host_mover.h"
 #include "parallel/zero/zero_plan.h"
 
 namespace tessera::parallel::zero::detail {
 
 struct Stage2Reducer {
   // The shard gradients accumulate on `shard_device`: the communicator's device, or the host under
-  // offload, so a reduced range leaves the device as soon as its bucket completes.
+  // offload (mover->host()), so a reduced range leaves the device as soon as its bucket
+  // completes: on a GPU into pinned memory, on the mover's copy stream.
   Stage2Reducer(std::shared_ptr<Communicator> comm, const ZeroPlan& plan,
                 std::vector<Tensor> params, std::vector<std::string> names,
-                std::vector<DType> group_dtypes, int64_t cap_bytes, Device shard_device);
+                std::vector<DType> group_dtypes, int64_t cap_bytes, Device shard_device,
+                std::shared_ptr<HostMover> mover);
 
   // The hook body: parameter p's gradient arrived (ignored under no_sync).
   void on_grad_ready(size_t p);
   // Starts what has not started (gradients that never arrived count as their .grad() or zeros),
   // waits for all; returns each group's shard gradient (f32 on the shard device, zero padding).
-  // Leaves every model parameter without a gradient.
+  // Leaves every model parameter without a gradient. Under offload on a GPU every step returns the
+  // same pinned buffers: the next synced backward overwrites them.
   std::vector<Tensor> finish();
 
   std::shared_ptr<Communicator> comm;
   // When set: called as each reduced range of this rank's shard is final, with its group, its
   // offset in the group's shard and its averaged gradient (f32, a view into the shard gradient
-  // finish() returns), in the order the buckets complete.
-  std::function<void(size_t group, int64_t shard_offset, const Tensor& grad)> on_shard_ready;
+  // finish() returns), in the order the buckets complete. The gradient may be read once `ready`
+  // is (its move to the host may still run).
+  std::function<void(size_t group, int64_t shard_offset, const Tensor& grad,
+                     const MoveReady& ready)>
+      on_shard_ready;
   bool no_sync = false;
   bool step_active = false;  // a gradient arrived since the last finish()
 
@@ -44,6 +51,7 @@ struct Stage2Reducer {
   void launch_ready();
   void progress();
   void complete(size_t b);
+  void allocate_shard_grads();
 
   std::vector<Tensor> params_;
   std::vector<std::string> names_;
@@ -54,6 +62,7 @@ struct Stage2Reducer {
   std::vector<int64_t> bucket_of_;    // per parameter; -1 for empty ones
   int rank_ = 0;
   Device shard_device_;
+  std::shared_ptr<HostMover> mover_;
 
   // One synced step.
   std::vector<bool> ready_;
@@ -63,6 +72,7 @@ struct Stage2Reducer {
   std::vector<bool> done_;
   size_t next_launch_ = 0;
   std::vector<Tensor> shard_grads_;
+  std::vector<Tensor> pinned_grads_;  // under offload on a GPU: shard_grads_ of every step
 };
 
 }  // namespace tessera::parallel::zero::detail

@@ -12,7 +12,6 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/factory.h"
-#include "parallel/zero/offload.h"
 
 namespace tessera::parallel::zero {
 
@@ -24,11 +23,6 @@ constexpr int64_t kMaxChunkBytes = int64_t(64) << 20;
 constexpr int64_t kChunkSearchStep = int64_t(256) << 10;
 
 Tensor flat(const Tensor& t) { return t.view({t.numel()}); }
-
-// dst = src, whichever devices (or host domains) they are on.
-void copy_across(const Tensor& dst, const Tensor& src) {
-  dst.copy_(src.device() == dst.device() ? src : src.to(dst.device()));
-}
 
 }  // namespace
 
@@ -44,10 +38,10 @@ Stage3Params::Stage3Params(std::shared_ptr<Communicator> comm, const ZeroPlan& p
     : comm_(std::move(comm)),
       params_(std::move(params)),
       names_(std::move(names)),
+      mover_(comm_->device()),
       options_(options),
       owner_thread_(std::this_thread::get_id()),
-      slot_(std::make_shared<Slot>(Slot{this})),
-      host_(offload_host_device(comm_->device())) {
+      slot_(std::make_shared<Slot>(Slot{this})) {
   const char* op = "zero";
   const ParamPlacement& where = options.placement;
   TS_CHECK(where.policy == "device" || where.policy == "static" || where.policy == "auto", op,
@@ -150,8 +144,9 @@ Stage3Params::Gather Stage3Params::start_gather(size_t p) {
   for (const OwnedPiece& o : owners_[p]) {
     const Tensor part = g.buffer.narrow(0, o.piece.param_offset, o.piece.numel);
     if (o.owner == comm_->rank()) {
-      const Tensor mine = shard_piece(group_of_[p], o.piece.shard_offset, o.piece.numel);
-      copy_across(part, mine);
+      // From a host chunk, an asynchronous copy that the broadcast (on the compute stream's
+      // order) waits for.
+      mover_.copy(shard_piece(group_of_[p], o.piece.shard_offset, o.piece.numel), part);
     }
     if (comm_->size() > 1) g.works.push_back(comm_->broadcast(part, o.owner));
   }
@@ -211,8 +206,10 @@ void Stage3Params::release(size_t p) {
   Storage& s = *params_[p].storage();
   if (s.released()) return;
   if (s.version() != version_[p]) {
-    // Written in place since its gather: keep this rank's pieces of the new values.
+    // Written in place since its gather: keep this rank's pieces of the new values. A move in
+    // flight may still read the host chunk being written (rare: a checkpoint's load).
     autograd::NoGradGuard no_grad;
+    mover_.synchronize();
     const size_t g = group_of_[p];
     for (const OwnedPiece& o : owners_[p]) {
       if (o.owner != comm_->rank()) continue;
@@ -221,7 +218,7 @@ void Stage3Params::release(size_t p) {
       const Tensor value = flat(params_[p]).narrow(0, o.piece.param_offset, o.piece.numel);
       const int64_t at = o.piece.shard_offset - c.begin;
       for (const Tensor& held : {c.data, c.copy})
-        if (held.defined()) copy_across(held.narrow(0, at, o.piece.numel), value);
+        if (held.defined()) held.narrow(0, at, o.piece.numel).copy_(value);
     }
     ++stats_.written_back;
   }
@@ -304,7 +301,9 @@ void Stage3Params::apply_copies(const std::vector<bool>& on_device) {
   for (auto& chunks : chunks_) {
     for (Chunk& c : chunks) {
       if (on_device[i++] && !c.copy.defined()) {
-        c.copy = c.data.to(comm_->device());
+        // Queued on the copy stream: it overlaps the compute until a gather reads the copy.
+        c.copy = empty({c.numel}, {.dtype = c.data.dtype(), .device = comm_->device()});
+        mover_.copy(c.data, c.copy);
         ++stats_.chunk_fetches;
         stats_.fetched_bytes += c.copy.numel() * int64_t(c.copy.itemsize());
       }
@@ -319,8 +318,9 @@ void Stage3Params::place_chunks(const std::vector<bool>& on_host) {
   size_t i = 0;
   for (auto& chunks : chunks_) {
     for (Chunk& c : chunks) {
-      const Device to = on_host.at(i++) ? host_ : comm_->device();
-      if (c.data.device() != to) c.data = c.data.to(to);
+      const bool home = on_host.at(i++);
+      if (home && c.data.device() != mover_.host()) c.data = mover_.host_copy(c.data);
+      if (!home && c.data.device() != comm_->device()) c.data = c.data.to(comm_->device());
     }
   }
 }
@@ -397,6 +397,7 @@ void Stage3Params::update(const std::vector<Tensor>& masters) {
            chunks_.size(), "), got ", masters.size());
   end_window(false);
   autograd::NoGradGuard no_grad;
+  mover_.synchronize();  // the host chunks are written below: no move may still read them
   for (size_t g = 0; g < chunks_.size(); ++g) {
     // Round-to-nearest-even, as stage 1 and 2 gather them (ShardedOptimizer::gather_parameters).
     const DType dtype = params_.empty() || chunks_[g].empty() ? DType::f32 : chunks_[g][0].data.dtype();
@@ -406,9 +407,8 @@ void Stage3Params::update(const std::vector<Tensor>& masters) {
       continue;
     }
     for (Chunk& c : chunks_[g]) {
-      const Tensor v = values.narrow(0, c.begin, c.numel);
-      copy_across(c.data, v);
-      if (c.copy.defined()) copy_across(c.copy, v);
+      c.data.copy_(values.narrow(0, c.begin, c.numel));
+      if (c.copy.defined()) mover_.copy(c.data, c.copy);
     }
   }
   for (const Tensor& t : params_) t.bump_version();

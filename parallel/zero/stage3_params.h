@@ -40,6 +40,7 @@
 #include "core/tensor.h"
 #include "parallel/comm/communicator.h"
 #include "parallel/zero/access_order.h"
+#include "parallel/zero/host_mover.h"
 #include "parallel/zero/param_placement.h"
 #include "parallel/zero/zero_plan.h"
 
@@ -156,7 +157,8 @@ class Stage3Params {
   std::vector<std::vector<ShardPiece>> mine_;    // per group: this rank's pieces
   std::vector<std::vector<Chunk>> chunks_;       // per group, in shard order
   bool chunked_ = false;                         // offload_params: chunks of their own
-  Device host_;                                  // where host chunks live
+  // Host chunks' home (pinned on a GPU) and their moves to the device, on a copy stream there.
+  HostMover mover_;
   bool warming_up_ = false;                      // auto, until the first training window ends
   int64_t warmup_peak_ = 0;
   // auto: the warm-up's device peak before the first gather, and after each until the next

@@ -1,0 +1,91 @@
+// HostMover: pinned host buffers and asynchronous copies on a copy stream (see host_mover.h).
+#include "parallel/zero/host_mover.h"
+
+#include <cstdio>
+
+#include "core/cuda/caching_allocator.h"
+#include "core/cuda/copy.h"
+#include "core/cuda/pinned.h"
+#include "core/cuda/runtime.h"
+#include "core/cuda/stream.h"
+#include "core/error.h"
+#include "core/factory.h"
+#include "parallel/zero/offload.h"
+
+namespace tessera::parallel::zero {
+
+void MoveReady::wait() const {
+  if (done_) done_->synchronize();
+}
+
+bool MoveReady::done() const { return !done_ || done_->query(); }
+
+HostMover::HostMover(Device device) : device_(device), host_(offload_host_device(device)) {}
+
+HostMover::~HostMover() {
+  try {
+    synchronize();
+  } catch (const std::exception& e) {  // a destructor cannot throw: the device is failing anyway
+    std::fprintf(stderr, "[zero] host moves still in flight failed: %s\n", e.what());
+  }
+}
+
+Tensor HostMover::host_empty(int64_t numel, DType dtype) const {
+  if (device_.is_cuda()) return cuda::pinned_empty({numel}, dtype);
+  return empty({numel}, {.dtype = dtype, .device = host_});
+}
+
+Tensor HostMover::host_zeros(int64_t numel, DType dtype) const {
+  Tensor t = host_empty(numel, dtype);
+  t.zero_();
+  return t;
+}
+
+Tensor HostMover::host_copy(const Tensor& t) const {
+  Tensor out = host_empty(t.numel(), t.dtype());
+  out.copy_(t.reshape({t.numel()}));
+  return out.view(t.shape());
+}
+
+MoveReady HostMover::copy(const Tensor& src, const Tensor& dst) {
+  const bool to_device = dst.device().is_cuda() && src.device().is_cpu();
+  const bool to_host = src.device().is_cuda() && dst.device().is_cpu();
+  const Tensor& host = to_device ? src : dst;
+  const bool async = device_.is_cuda() && (to_device || to_host) && host.is_contiguous() &&
+                     (to_device ? dst : src).is_contiguous() && cuda::is_pinned(host) &&
+                     src.shape() == dst.shape() && src.dtype() == dst.dtype();
+  if (!async) {
+    dst.copy_(src);
+    ++stats_.sync_copies;
+    return {};
+  }
+  const int index = device_.index;
+  if (!stream_) stream_ = std::make_unique<cuda::Stream>(index);
+  const cudaStream_t compute = cuda::current_stream(index);
+  // The copy reads what the compute stream has queued so far (a reduce's output, say).
+  cuda::Event produced;
+  produced.record(compute, index);
+  produced.wait(stream_->get());
+  cuda::copy_async(src, dst, stream_->get());
+  cuda::record_stream(to_device ? dst : src, stream_->get());
+  auto done = std::make_shared<cuda::Event>();
+  done->record(*stream_);
+  if (to_device) done->wait(compute);
+  dst.bump_version();
+  reap();
+  in_flight_.push_back({done, host});
+  ++stats_.async_copies;
+  stats_.async_bytes += int64_t(dst.numel()) * int64_t(dst.itemsize());
+  return MoveReady(std::move(done));
+}
+
+void HostMover::synchronize() {
+  if (stream_) stream_->synchronize();
+  in_flight_.clear();
+}
+
+void HostMover::reap() {
+  while (!in_flight_.empty() && in_flight_.front().done->query()) in_flight_.pop_front();
+}
+
+}  // namespace tessera::parallel::zero
