@@ -265,6 +265,8 @@ class ShardedOptimizer {
   // move out.
   mutable std::vector<Tensor> staging_;
   mutable std::vector<MoveReady> staged_;
+  // Stage 1 under offload on a GPU: per group, the pinned host shard gradient of every step.
+  std::vector<Tensor> pinned_grads_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<DataParallel> dp_;                // stage 1
   std::shared_ptr<detail::Stage2Reducer> reducer_;  // stages 2 and 3

@@ -134,10 +134,12 @@ void Stage2Reducer::allocate_shard_grads() {
     shard_grads_ = pinned_grads_;
     return;
   }
-  for (size_t g = 0; g < shard_numel_.size(); ++g)
+  for (size_t g = 0; g < shard_numel_.size(); ++g) {
+    const int64_t n = shard_numel_[g];
     shard_grads_.push_back(shard_device_ == mover_->host()
-                               ? mover_->host_zeros(shard_numel_[g], DType::f32)
-                               : zeros({shard_numel_[g]}, {.dtype = DType::f32, .device = shard_device_}));
+                               ? mover_->host_zeros(n, DType::f32)
+                               : zeros({n}, {.dtype = DType::f32, .device = shard_device_}));
+  }
   if (pinned) pinned_grads_ = shard_grads_;
 }
 
