@@ -24,7 +24,6 @@
 
 namespace tessera::cuda {
 class Event;
-class Stream;
 }  // namespace tessera::cuda
 
 namespace tessera::parallel::zero {
@@ -80,10 +79,11 @@ class HostMover {
     Tensor host;  // kept alive until the copy is done
   };
   void reap();  // forgets the moves already done
+  struct CopyStream;  // a cuda::Stream; empty without the CUDA backend
 
   Device device_;
   Device host_;
-  std::unique_ptr<cuda::Stream> stream_;  // made by the first asynchronous copy
+  std::unique_ptr<CopyStream> stream_;  // made by the first asynchronous copy
   std::deque<InFlight> in_flight_;
   HostMoverStats stats_;
 };
