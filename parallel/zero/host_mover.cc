@@ -64,6 +64,18 @@ Tensor HostMover::host_zeros(int64_t numel, DType dtype) const {
   return t;
 }
 
+Tensor HostMover::kept_host_zeros(size_t key, int64_t numel, DType dtype, bool rezero) {
+  if (!device_.is_cuda()) return host_zeros(numel, dtype);
+  if (kept_.size() <= key) kept_.resize(key + 1);
+  Tensor& t = kept_[key];
+  if (!t.defined() || t.numel() != numel || t.dtype() != dtype) {
+    t = host_zeros(numel, dtype);
+  } else if (rezero) {
+    t.zero_();
+  }
+  return t;
+}
+
 Tensor HostMover::host_copy(const Tensor& t) const {
   Tensor out = host_empty(t.numel(), t.dtype());
   out.copy_(t.reshape({t.numel()}));

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -64,6 +65,11 @@ class HostMover {
   Tensor host_zeros(int64_t numel, DType dtype) const;
   // A copy of t in such memory (a plain copy, done at return).
   Tensor host_copy(const Tensor& t) const;
+  // Host buffers that moves fill step after step (the shard gradients), one per key: zeros when
+  // first asked for. On a CUDA device the buffer is kept and handed out again, since pinning is
+  // costly and stalls the device; `rezero` zeroes it again, otherwise it holds what the last step
+  // wrote. On the CPU every call makes new zeros.
+  Tensor kept_host_zeros(size_t key, int64_t numel, DType dtype, bool rezero);
 
   // dst = src (same shape and dtype), across the device and the host as described above, or a
   // plain copy when both are on one device. Called from the thread that trains.
@@ -78,13 +84,14 @@ class HostMover {
     std::shared_ptr<const cuda::Event> done;
     Tensor host;  // kept alive until the copy is done
   };
-  void reap();  // forgets the moves already done
+  void reap();        // forgets the moves already done
   struct CopyStream;  // a cuda::Stream; empty without the CUDA backend
 
   Device device_;
   Device host_;
   std::unique_ptr<CopyStream> stream_;  // made by the first asynchronous copy
   std::deque<InFlight> in_flight_;
+  std::vector<Tensor> kept_;  // kept_host_zeros' buffers, by key
   HostMoverStats stats_;
 };
 

@@ -162,7 +162,8 @@ ShardedOptimizer::ShardedOptimizer(NamedParams params, const std::vector<optim::
              "parameters), got stage ",
              options.stage);
     TS_CHECK(options.sharded_masters.size() == plan_.groups.size(), op,
-             "expected a master shard per group (", plan_.groups.size(), ") from the sharded "
+             "expected a master shard per group (", plan_.groups.size(),
+             ") from the sharded "
              "build, got ",
              options.sharded_masters.size());
   }
@@ -188,8 +189,8 @@ ShardedOptimizer::ShardedOptimizer(NamedParams params, const std::vector<optim::
     Tensor shard;
     if (built_sharded) {
       shard = options.sharded_masters[g];
-      TS_CHECK(shard.dtype() == DType::f32 && shard.device() == shard_device_ &&
-                   shard.dim() == 1 && shard.numel() == plan_.groups[g].shard_numel,
+      TS_CHECK(shard.dtype() == DType::f32 && shard.device() == shard_device_ && shard.dim() == 1 &&
+                   shard.numel() == plan_.groups[g].shard_numel,
                op, "expected group ", g, "'s master shard from the sharded build as f32 (",
                plan_.groups[g].shard_numel, ") on ", shard_device_.str(), ", got ",
                shard.describe());
@@ -209,9 +210,9 @@ ShardedOptimizer::ShardedOptimizer(NamedParams params, const std::vector<optim::
   std::vector<std::string> names;
   for (const auto& entry : params_) names.push_back(entry.first);
   if (options.stage >= 2) {
-    reducer_ = std::make_shared<detail::Stage2Reducer>(comm_, plan_, tensors_, names, comm_dtypes_,
-                                                       options.bucket_cap_bytes, shard_device_,
-                                                       mover_);
+    reducer_ =
+        std::make_shared<detail::Stage2Reducer>(comm_, plan_, tensors_, names, comm_dtypes_,
+                                                options.bucket_cap_bytes, shard_device_, mover_);
     std::weak_ptr<detail::Stage2Reducer> weak = reducer_;
     for (size_t p = 0; p < tensors_.size(); ++p) {
       tensors_[p].add_grad_ready_hook([weak, p](const Tensor&) {
@@ -327,19 +328,10 @@ void ShardedOptimizer::step() {
 void ShardedOptimizer::shard_grads_from_model() {
   for (size_t g = 0; g < shards_.size(); ++g) {
     const int64_t n = plan_.groups[g].shard_numel;
-    Tensor grad;
-    if (shard_device_ != mover_->host()) {
-      grad = zeros({n}, {.dtype = DType::f32, .device = shard_device_});
-    } else if (!mover_->device().is_cuda()) {
-      grad = mover_->host_zeros(n, DType::f32);
-    } else {
-      // Pinned, the memory the moves copy into asynchronously, and kept across steps: pinning is
-      // costly and stalls the device.
-      if (pinned_grads_.size() <= g) pinned_grads_.resize(shards_.size());
-      if (!pinned_grads_[g].defined()) pinned_grads_[g] = mover_->host_empty(n, DType::f32);
-      grad = pinned_grads_[g];
-      grad.zero_();
-    }
+    // Zeroed each step: a piece whose gradient is undefined reads zero.
+    const Tensor grad = shard_device_ == mover_->host()
+                            ? mover_->kept_host_zeros(g, n, DType::f32, /*rezero=*/true)
+                            : zeros({n}, {.dtype = DType::f32, .device = shard_device_});
     for (const ShardPiece& pc : pieces_[g]) {
       const Tensor src = tensors_[pc.param].grad();
       if (src.defined())

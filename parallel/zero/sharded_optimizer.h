@@ -223,6 +223,7 @@ class ShardedOptimizer {
   Device shard_device() const { return shard_device_; }
   // Stage 3's parameter manager (null below stage 3).
   const Stage3Params* stage3() const { return params3_.get(); }
+  Stage3Params* stage3() { return params3_.get(); }
   const ZeroPlan& plan() const { return plan_; }
   const NamedParams& params() const { return params_; }
   const std::shared_ptr<Communicator>& comm() const { return comm_; }
@@ -265,8 +266,6 @@ class ShardedOptimizer {
   // move out.
   mutable std::vector<Tensor> staging_;
   mutable std::vector<MoveReady> staged_;
-  // Stage 1 under offload on a GPU: per group, the pinned host shard gradient of every step.
-  std::vector<Tensor> pinned_grads_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<DataParallel> dp_;                // stage 1
   std::shared_ptr<detail::Stage2Reducer> reducer_;  // stages 2 and 3

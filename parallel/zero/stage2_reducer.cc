@@ -125,22 +125,15 @@ void Stage2Reducer::complete(size_t b) {
   done_[b] = true;
 }
 
-// Zeros (the padding stays zero). Under offload on a GPU they are pinned, the memory the moves
-// copy into asynchronously, and kept from step to step: pinning is costly and stalls the device,
-// and every step's reduced ranges overwrite all but the padding.
+// Zeros (the padding stays zero). Under offload the mover keeps them from step to step on a GPU:
+// every step's reduced ranges overwrite all but the padding, so they need no zeroing again.
 void Stage2Reducer::allocate_shard_grads() {
-  const bool pinned = shard_device_ == mover_->host() && mover_->device().is_cuda();
-  if (pinned && !pinned_grads_.empty()) {
-    shard_grads_ = pinned_grads_;
-    return;
-  }
   for (size_t g = 0; g < shard_numel_.size(); ++g) {
     const int64_t n = shard_numel_[g];
     shard_grads_.push_back(shard_device_ == mover_->host()
-                               ? mover_->host_zeros(n, DType::f32)
+                               ? mover_->kept_host_zeros(g, n, DType::f32, /*rezero=*/false)
                                : zeros({n}, {.dtype = DType::f32, .device = shard_device_}));
   }
-  if (pinned) pinned_grads_ = shard_grads_;
 }
 
 void Stage2Reducer::on_grad_ready(size_t p) {

@@ -72,7 +72,6 @@ struct Stage2Reducer {
   std::vector<bool> done_;
   size_t next_launch_ = 0;
   std::vector<Tensor> shard_grads_;
-  std::vector<Tensor> pinned_grads_;  // under offload on a GPU: shard_grads_ of every step
 };
 
 }  // namespace tessera::parallel::zero::detail

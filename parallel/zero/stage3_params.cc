@@ -95,7 +95,10 @@ Stage3Params::Stage3Params(std::shared_ptr<Communicator> comm, const ZeroPlan& p
               : search_chunk_capacity(mine_[g], kMinChunkBytes / item, kMaxChunkBytes / item,
                                       kChunkSearchStep / item);
       for (const ChunkRange& r : pack_chunks(mine_[g], capacity))
-        chunks.push_back({.begin = r.begin, .numel = r.numel, .data = shard.narrow(0, r.begin, r.numel).clone()});
+        chunks.push_back({.begin = r.begin,
+                          .numel = r.numel,
+                          .data = shard.narrow(0, r.begin, r.numel).clone(),
+                          .copy = Tensor()});
     }
     chunks_.push_back(std::move(chunks));
   }
@@ -313,6 +316,11 @@ void Stage3Params::apply_copies(const std::vector<bool>& on_device) {
   stats_.peak_copy_bytes = std::max(stats_.peak_copy_bytes, held);
 }
 
+void Stage3Params::evict_copies() {
+  const std::vector<bool> none(copies_held().size(), false);
+  apply_copies(none);
+}
+
 void Stage3Params::place_chunks(const std::vector<bool>& on_host) {
   autograd::NoGradGuard no_grad;
   size_t i = 0;
@@ -337,7 +345,8 @@ void Stage3Params::place_after_warmup() {
   TS_CHECK(budget >= 0, "zero", "zero.device_memory_limit is ", options_.placement.device_limit,
            " bytes, but the first step used ", warmup_peak_,
            " bytes of device memory with every parameter chunk on the host (activations, gathered "
-           "parameters, gradients), and prefetching needs up to ", ahead,
+           "parameters, gradients), and prefetching needs up to ",
+           ahead,
            " more: raise the limit, or lower the micro-batch, zero.live_params or zero.prefetch");
   // Every chunk's reads in the recorded step: the gathers of the parameters it holds pieces of.
   const std::vector<size_t>& order = order_.order();
@@ -400,7 +409,8 @@ void Stage3Params::update(const std::vector<Tensor>& masters) {
   mover_.synchronize();  // the host chunks are written below: no move may still read them
   for (size_t g = 0; g < chunks_.size(); ++g) {
     // Round-to-nearest-even, as stage 1 and 2 gather them (ShardedOptimizer::gather_parameters).
-    const DType dtype = params_.empty() || chunks_[g].empty() ? DType::f32 : chunks_[g][0].data.dtype();
+    const DType dtype =
+        params_.empty() || chunks_[g].empty() ? DType::f32 : chunks_[g][0].data.dtype();
     const Tensor values = dtype == DType::f32 ? masters[g].detach() : masters[g].detach().to(dtype);
     if (!chunked_) {
       if (!chunks_[g].empty()) chunks_[g][0].data = values;

@@ -106,6 +106,12 @@ class Stage3Params {
   // dtype; the parameters' versions move, as an in-place copy into them would.
   void update(const std::vector<Tensor>& masters);
 
+  // auto: drops every device copy of a host chunk (the homes hold the same values, written-back
+  // pieces included), freeing the device for work outside the recorded step, such as evaluation
+  // at another batch size; the schedule fetches copies again as the next training step reads
+  // them. Not collective; nothing to do under the other placements.
+  void evict_copies();
+
   // Where this rank's compute shards live now.
   Stage3Placement placement() const;
   // The compute shards are chunks of their own (offload_params): update() takes values from any
@@ -159,7 +165,7 @@ class Stage3Params {
   bool chunked_ = false;                         // offload_params: chunks of their own
   // Host chunks' home (pinned on a GPU) and their moves to the device, on a copy stream there.
   HostMover mover_;
-  bool warming_up_ = false;                      // auto, until the first training window ends
+  bool warming_up_ = false;  // auto, until the first training window ends
   int64_t warmup_peak_ = 0;
   // auto: the warm-up's device peak before the first gather, and after each until the next
   // (the window's end after the last); then the in-step schedule, each record position's chunks

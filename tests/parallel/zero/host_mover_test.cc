@@ -123,3 +123,31 @@ TEST_CASE("on a GPU a host side that is not pinned is copied synchronously") {
   CHECK(count_wrong(dev.to(kCPU), 2.0f, 1) == 0);
   mover.synchronize();
 }
+
+TEST_CASE("kept host buffers are new zeros each time on the CPU") {
+  HostMover mover(kCPU);
+  Tensor first = mover.kept_host_zeros(0, 100, DType::f32, /*rezero=*/false);
+  CHECK(first.device() == mover.host());
+  first.fill_(4.0);
+  const Tensor second = mover.kept_host_zeros(0, 100, DType::f32, /*rezero=*/false);
+  CHECK(second.data_ptr() != first.data_ptr());
+  CHECK(count_wrong(second, 0.0f, 1) == 0);
+}
+
+TEST_CASE("on a GPU kept host buffers are pinned once and handed out again") {
+  TS_REQUIRE_GPU();
+  HostMover mover(cuda_device());
+  Tensor grads = mover.kept_host_zeros(1, 1000, DType::f32, /*rezero=*/false);
+  CHECK(cuda::is_pinned(grads));
+  CHECK(count_wrong(grads, 0.0f, 1) == 0);
+  grads.fill_(6.0);
+  const Tensor kept = mover.kept_host_zeros(1, 1000, DType::f32, /*rezero=*/false);
+  CHECK(kept.data_ptr() == grads.data_ptr());
+  CHECK(count_wrong(kept, 6.0f, 1) == 0);  // what the last step wrote
+  const Tensor zeroed = mover.kept_host_zeros(1, 1000, DType::f32, /*rezero=*/true);
+  CHECK(zeroed.data_ptr() == grads.data_ptr());
+  CHECK(count_wrong(zeroed, 0.0f, 1) == 0);
+  // Another key, another buffer; a new size, a new one.
+  CHECK(mover.kept_host_zeros(0, 1000, DType::f32, false).data_ptr() != grads.data_ptr());
+  CHECK(mover.kept_host_zeros(1, 500, DType::f32, false).numel() == 500);
+}

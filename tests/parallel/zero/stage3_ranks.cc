@@ -5,7 +5,8 @@
 // live_params gathered; views of released parameters saved for backward re-gather them, giving
 // the unsharded gradients; the first step's gather order is recorded and the next steps prefetch
 // along it with the same results; writes into a gathered parameter survive its release; after the
-// optimizer step the parameters read as the rounded masters; a parameter read after its optimizer
+// optimizer step the parameters read as the rounded masters; under auto placement a write reaches
+// the chunks' device copies and their host homes alike; a parameter read after its optimizer
 // is gone fails naming it. Any failure aborts the job naming the rank.
 #include <cmath>
 #include <cstdio>
@@ -198,6 +199,64 @@ void check_writes_and_update(DType dtype, const std::shared_ptr<Communicator>& c
   zero->zero_grad();
 }
 
+// auto placement keeps every chunk's home on the host and device copies of some: a write into a
+// gathered parameter lands in both, so its next read finds the new values in the copy, and after
+// the copy is dropped, in the home the next copy is fetched from.
+void check_write_back_with_copies(const std::shared_ptr<Communicator>& comm) {
+  const std::string what = "write-back with device copies";
+  Net net(DType::f32);
+  const nlohmann::json sgd = {{"type", "sgd"}, {"lr", 0.1}};
+  std::vector<optim::ParamGroup> groups = {optim::ParamGroup{.params = {}}};
+  for (const auto& [name, t] : net.named) groups[0].params.push_back(t);
+  // One element a chunk: every piece is a chunk of its own; a limit that holds every copy.
+  const ParamPlacement placement{
+      .policy = "auto", .host_fraction = 1.0, .device_limit = int64_t(1) << 30, .chunk_bytes = 4};
+  ShardedOptimizer zero(
+      net.named, groups, sgd, comm,
+      ZeroOptions{
+          .stage = 3,
+          .stage3 = {.live_params = 2, .prefetch = 0, .poison = true, .placement = placement}});
+  Stage3Params& s3 = *zero.stage3();
+  // The warm-up step: every chunk stays home, then each gets a device copy.
+  Generator gen(3);
+  autograd::backward({net.loss(randn({3, 5}, {}, &gen))});
+  zero.finish_gradient_sync();
+  zero.zero_grad();
+  // A rank whose shard is all padding (4 ranks: shards are aligned) holds no chunk.
+  const Stage3Placement placed = s3.placement();
+  const bool holds = !zero.plan().groups[0].pieces(comm->rank()).empty();
+  RANK_CHECK(placed.placed && (placed.chunks > 0) == holds && placed.device_chunks == placed.chunks,
+             what, ": expected a device copy of each of the ", placed.chunks, " chunks, got ",
+             placed.device_chunks);
+
+  const auto release_w1 = [&] {  // live 2: reading b1 and w2 releases w1
+    (void)net.b1().data_ptr();
+    (void)net.w2().data_ptr();
+    RANK_CHECK(net.w1().storage()->released(), what, ": expected w1 released");
+  };
+  {
+    autograd::NoGradGuard no_grad;
+    net.w1().fill_(0.5);
+  }
+  const int64_t written = s3.stats().written_back;
+  release_w1();
+  RANK_CHECK(s3.stats().written_back == written + 1, what, ": w1's write was not kept");
+  // Gathered from the device copies.
+  check_equal(net.w1(), full({7, 5}, 0.5), 0.0, what + " w1 read from the copies");
+  release_w1();
+  const int64_t evictions = s3.stats().chunk_evictions;
+  s3.evict_copies();
+  RANK_CHECK(s3.placement().device_chunks == 0, what, ": ", s3.placement().device_chunks,
+             " chunks still on the device after evict_copies()");
+  RANK_CHECK(s3.stats().chunk_evictions - evictions == placed.chunks, what, ": evicted ",
+             s3.stats().chunk_evictions - evictions, " copies, expected ", placed.chunks);
+  // Gathered from the homes.
+  check_equal(net.w1(), full({7, 5}, 0.5), 0.0, what + " w1 read from the homes");
+  check_equal(net.b1(), net.originals[1], 0.0, what + " b1 read from the homes");
+  check_equal(net.w2(), net.originals[2], 0.0, what + " w2 read from the homes");
+  zero.finish_gradient_sync();
+}
+
 void check_gone(const std::shared_ptr<Communicator>& comm) {
   Net net(DType::f32);
   stage3(net, comm).reset();
@@ -222,6 +281,7 @@ int main(int argc, char** argv) {
     for (DType dtype : {DType::f32, DType::bf16}) zero::check_release_and_gather(dtype, world);
     zero::check_backward_and_order(world);
     for (DType dtype : {DType::f32, DType::bf16}) zero::check_writes_and_update(dtype, world);
+    zero::check_write_back_with_copies(world);
     zero::check_gone(world);
     world->barrier()->wait();
     if (world->rank() == 0)
