@@ -29,6 +29,14 @@ class Allocator {
 Allocator& allocator_for(Device device);
 void register_allocator(DeviceType type, Allocator* allocator);
 
+// The built-in CPU allocator's cache of freed blocks of 1 MiB and more (allocator.cc): the bytes
+// it holds and the most it may hold now (the cap follows the tensors' peak of such blocks).
+struct CpuCacheStats {
+  int64_t cached_bytes = 0;
+  int64_t cap_bytes = 0;
+};
+CpuCacheStats cpu_cache_stats();
+
 // Byte accounting, shared by every allocator.
 MemoryStats memory_stats(Device device);
 void reset_peak_memory(Device device);

@@ -1,11 +1,13 @@
 // The CPU allocator (core/allocator.h): large blocks freed are reused for the next request of the
 // same rounded size (no fresh pages to fault in), small ones are not cached, and the counters
-// count tensors' bytes whether a block came from the cache or not. Under AddressSanitizer nothing
-// is cached, so every use after free is still caught.
+// count tensors' bytes whether a block came from the cache or not, and the cache's cap follows the
+// tensors' peak. Under AddressSanitizer nothing is cached, so every use after free is still caught.
 #include "core/allocator.h"
 
-#include <catch2/catch.hpp>
+#include <unistd.h>
 
+#include <algorithm>
+#include <catch2/catch.hpp>
 #include <utility>
 #include <vector>
 
@@ -29,7 +31,7 @@ TEST_CASE("a freed large block serves the next request of its rounded size") {
   CHECK(memory_stats(kCPU).current_bytes - before == int64_t(big));
   a.deallocate(p, big, kCPU);
   CHECK(memory_stats(kCPU).current_bytes == before);  // the cache is not counted
-  void* q = a.allocate(big + 10, kCPU);                // the same rounded size
+  void* q = a.allocate(big + 10, kCPU);               // the same rounded size
   CHECK((q == p) == kCaching);
   CHECK(memory_stats(kCPU).current_bytes - before == int64_t(big + 10));
   static_cast<char*>(q)[big + 9] = 1;  // the whole request is usable
@@ -56,4 +58,39 @@ TEST_CASE("blocks of many sizes reuse their own, and every byte stays usable") {
       a.deallocate(p, n, kCPU);
     }
   }
+}
+
+TEST_CASE("the cache grows with the tensors' peak, so a step's freed blocks are all kept") {
+  if (!kCaching) {
+    CHECK(cpu_cache_stats().cap_bytes == 0);
+    return;
+  }
+  Allocator& a = allocator_for(kCPU);
+  const int64_t quarter = int64_t(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / 4;
+  const int64_t gib = int64_t(1) << 30;
+  CHECK(cpu_cache_stats().cap_bytes >= std::min(gib, quarter));
+  // Three 512 MiB blocks held at once: 1.5 GiB, more than the 1 GiB the cap starts from. Never
+  // written, so they cost no pages.
+  const int64_t half = int64_t(512) << 20;
+  std::vector<void*> held;
+  for (int i = 0; i < 3; ++i) held.push_back(a.allocate(size_t(half), kCPU));
+  const CpuCacheStats grown = cpu_cache_stats();
+  CHECK(grown.cap_bytes <= std::max(gib, quarter));
+  if (quarter < 3 * half) {  // the cap stops at a quarter of the memory: nothing more to check
+    WARN("under 6 GiB of memory: the cache's growth past a quarter of it is not checked");
+    for (void* p : held) a.deallocate(p, size_t(half), kCPU);
+    return;
+  }
+  CHECK(grown.cap_bytes >= 3 * half);
+  for (void* p : held) a.deallocate(p, size_t(half), kCPU);
+  // All three kept (older cached blocks may have made room for them).
+  const int64_t kept = cpu_cache_stats().cached_bytes;
+  CHECK(kept >= 3 * half);
+  CHECK(kept <= cpu_cache_stats().cap_bytes);
+  // The next step takes them back.
+  std::vector<void*> again;
+  for (int i = 0; i < 3; ++i) again.push_back(a.allocate(size_t(half), kCPU));
+  for (void* p : again) CHECK(std::find(held.begin(), held.end(), p) != held.end());
+  CHECK(cpu_cache_stats().cached_bytes == kept - 3 * half);
+  for (void* p : again) a.deallocate(p, size_t(half), kCPU);
 }
