@@ -201,13 +201,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor x2 = x.reshape({rows, in_f});  // (rows, in); copies only when x's layout needs it
   Tensor out2 = empty({rows, out_f}, {.dtype = dtype, .device = x.device()});
   if (out2.numel() > 0) {
-    // The bias seeds the output and the GEMM accumulates onto it, so bias costs no extra pass.
-    if (bias.defined()) {
-      out2.copy_(bias.expand({rows, out_f}));
-    } else {
+    // The bias seeds the output and the GEMM accumulates onto it, so bias costs no extra pass;
+    // without one the GEMM writes the output alone (the LM head's logits: no zero-fill pass).
+    if (bias.defined()) out2.copy_(bias.expand({rows, out_f}));
+    if (in_f > 0) {
+      kernels::matmul(x2, weight.transpose(0, 1), out2, /*accumulate=*/bias.defined());
+    } else if (!bias.defined()) {
       out2.zero_();
     }
-    if (in_f > 0) kernels::matmul(x2, weight.transpose(0, 1), out2, /*accumulate=*/true);
   }
   Tensor out = out2.view(out_shape);
   if (auto node = make_node<LinearBackward>({&x, &weight, &bias})) {
