@@ -69,10 +69,9 @@ class CpuAllocator final : public Allocator {
     void* p = rounded >= kCacheFrom ? take_cached(rounded) : nullptr;
     if (!p) p = std::aligned_alloc(kCpuAlignment, rounded);
     if (!p && release_cache() > 0) p = std::aligned_alloc(kCpuAlignment, rounded);
-    if (!p) {
-      if (rounded >= kCacheFrom) forget_held(rounded);
+    if (!p)
       throw InternalError("alloc", str_cat("out of CPU memory allocating ", nbytes, " bytes"));
-    }
+    if (rounded >= kCacheFrom) note_held(rounded);
     record_alloc(device, int64_t(nbytes));
     return p;
   }
@@ -114,11 +113,8 @@ class CpuAllocator final : public Allocator {
     const size_t unit = nbytes >= kCacheFrom ? kCacheRound : kCpuAlignment;
     return (std::max<size_t>(nbytes, 1) + unit - 1) / unit * unit;
   }
-  // Takes a cached block of that size, if any, and counts the block as held by a tensor.
   void* take_cached(size_t rounded) {
     std::lock_guard<std::mutex> lock(mu_);
-    live_large_ += rounded;
-    if (!fixed_cap_) cap_ = std::max(cap_, std::min(live_large_, max_cap_));
     auto it = by_size_.find(rounded);
     if (it == by_size_.end() || it->second.empty()) return nullptr;
     void* p = it->second.back();  // the newest of that size: its pages are the warmest
@@ -127,9 +123,11 @@ class CpuAllocator final : public Allocator {
     cached_bytes_ -= rounded;
     return p;
   }
-  void forget_held(size_t rounded) {
+  // A large block now held by a tensor: the cap follows the most such bytes held at once.
+  void note_held(size_t rounded) {
     std::lock_guard<std::mutex> lock(mu_);
-    live_large_ -= rounded;
+    live_large_ += rounded;
+    if (!fixed_cap_) cap_ = std::max(cap_, std::min(live_large_, max_cap_));
   }
   size_t release_cache() {
     std::lock_guard<std::mutex> lock(mu_);
