@@ -10,6 +10,7 @@
 #include "core/cuda/device_guard.h"
 #include "core/cuda/runtime.h"
 #include "core/error.h"
+#include "kernels/cuda/cublaslt_api.h"
 
 namespace tessera::kernels::cuda {
 namespace {
@@ -20,7 +21,7 @@ constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 struct Handle {
   cublasLtHandle_t h = nullptr;
   ~Handle() {
-    if (h != nullptr) (void)cublasLtDestroy(h);  // destructors never throw
+    if (h != nullptr) (void)cublaslt().Destroy(h);  // destructors never throw
   }
 };
 
@@ -47,8 +48,8 @@ Cache& cache() {
 void cublas_check(cublasStatus_t status, const char* expr, const char* file, int line) {
   if (status == CUBLAS_STATUS_SUCCESS) [[likely]]
     return;
-  throw InternalError("cublas", str_cat(expr, " failed: ", cublasLtGetStatusName(status), " (",
-                                        cublasLtGetStatusString(status), ") at ", file, ":", line));
+  throw InternalError("cublas", str_cat(expr, " failed: ", cublaslt().GetStatusName(status), " (",
+                                        cublaslt().GetStatusString(status), ") at ", file, ":", line));
 }
 
 LtContext lt_context(int device, cudaStream_t stream) {
@@ -60,7 +61,7 @@ LtContext lt_context(int device, cudaStream_t stream) {
     ::tessera::cuda::DeviceGuard guard(device);
     if (handle == nullptr) {
       auto made = std::make_unique<Handle>();
-      TS_CUBLAS_CHECK(cublasLtCreate(&made->h));
+      TS_CUBLAS_CHECK(cublaslt().Create(&made->h));
       handle = std::move(made);
     }
     if (workspace == nullptr) {

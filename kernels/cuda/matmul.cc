@@ -15,6 +15,7 @@
 #include "core/factory.h"
 #include "core/strided_loop.h"
 #include "kernels/cuda/cublaslt.h"
+#include "kernels/cuda/cublaslt_api.h"
 
 namespace tessera::kernels::cuda {
 namespace {
@@ -78,19 +79,19 @@ uint32_t alignment(const void* ptr, int64_t batch_stride, size_t itemsize) {
 struct MatmulDesc {
   cublasLtMatmulDesc_t d = nullptr;
   ~MatmulDesc() {
-    if (d != nullptr) (void)cublasLtMatmulDescDestroy(d);
+    if (d != nullptr) (void)cublaslt().MatmulDescDestroy(d);
   }
 };
 struct Layout {
   cublasLtMatrixLayout_t l = nullptr;
   ~Layout() {
-    if (l != nullptr) (void)cublasLtMatrixLayoutDestroy(l);
+    if (l != nullptr) (void)cublaslt().MatrixLayoutDestroy(l);
   }
 };
 struct Preference {
   cublasLtMatmulPreference_t p = nullptr;
   ~Preference() {
-    if (p != nullptr) (void)cublasLtMatmulPreferenceDestroy(p);
+    if (p != nullptr) (void)cublaslt().MatmulPreferenceDestroy(p);
   }
 };
 
@@ -111,12 +112,12 @@ struct GemmCall {
 
 void set_layout(Layout& layout, cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
                 int64_t stride) {
-  TS_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout.l, type, uint64_t(rows), uint64_t(cols), ld));
+  TS_CUBLAS_CHECK(cublaslt().MatrixLayoutCreate(&layout.l, type, uint64_t(rows), uint64_t(cols), ld));
   if (batch > 1) {
     const int32_t count = int32_t(batch);
-    TS_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout.l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+    TS_CUBLAS_CHECK(cublaslt().MatrixLayoutSetAttribute(layout.l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
                                                      sizeof(count)));
-    TS_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout.l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+    TS_CUBLAS_CHECK(cublaslt().MatrixLayoutSetAttribute(layout.l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
                                                      &stride, sizeof(stride)));
   }
 }
@@ -132,15 +133,15 @@ bool try_gemm(const GemmCall& g, int device) {
 
   MatmulDesc desc;
   const bool tf32 = g.dtype == DType::f32 && g_allow_tf32.load(std::memory_order_relaxed);
-  TS_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc.d, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+  TS_CUBLAS_CHECK(cublaslt().MatmulDescCreate(&desc.d, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
                                            CUDA_R_32F));
-  TS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSA, &g.a.op, sizeof(g.a.op)));
-  TS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSB, &g.b.op, sizeof(g.b.op)));
+  TS_CUBLAS_CHECK(cublaslt().MatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSA, &g.a.op, sizeof(g.a.op)));
+  TS_CUBLAS_CHECK(cublaslt().MatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSB, &g.b.op, sizeof(g.b.op)));
   if (g.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
-    TS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &g.epilogue,
+    TS_CUBLAS_CHECK(cublaslt().MatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &g.epilogue,
                                                    sizeof(g.epilogue)));
     if (g.bias != nullptr) {
-      TS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
+      TS_CUBLAS_CHECK(cublaslt().MatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
                                                      sizeof(g.bias)));
     }
   }
@@ -151,31 +152,31 @@ bool try_gemm(const GemmCall& g, int device) {
   set_layout(lc, type, g.m, g.n, g.ldc, g.batch, g.c_stride);
 
   Preference pref;
-  TS_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.p));
-  TS_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+  TS_CUBLAS_CHECK(cublaslt().MatmulPreferenceCreate(&pref.p));
+  TS_CUBLAS_CHECK(cublaslt().MatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                        &ctx.workspace_bytes, sizeof(ctx.workspace_bytes)));
   // The default assumes 256-byte aligned operands; views and batch strides may be less aligned.
   const uint32_t align_a = alignment(g.a_ptr, g.a_stride, itemsize);
   const uint32_t align_b = alignment(g.b_ptr, g.b_stride, itemsize);
   const uint32_t align_c = alignment(g.c_ptr, g.c_stride, itemsize);
-  TS_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+  TS_CUBLAS_CHECK(cublaslt().MatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
                                                        &align_a, sizeof(align_a)));
-  TS_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+  TS_CUBLAS_CHECK(cublaslt().MatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                                                        &align_b, sizeof(align_b)));
-  TS_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+  TS_CUBLAS_CHECK(cublaslt().MatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
                                                        &align_c, sizeof(align_c)));
-  TS_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+  TS_CUBLAS_CHECK(cublaslt().MatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
                                                        &align_c, sizeof(align_c)));
 
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(ctx.handle, desc.d, la.l, lb.l, lc.l, lc.l, pref.p, 1, &result, &found);
+      cublaslt().MatmulAlgoGetHeuristic(ctx.handle, desc.d, la.l, lb.l, lc.l, lc.l, pref.p, 1, &result, &found);
   if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0)) return false;
   TS_CUBLAS_CHECK(status);
 
   const float alpha = 1.0f;
-  TS_CUBLAS_CHECK(cublasLtMatmul(ctx.handle, desc.d, &alpha, g.a_ptr, la.l, g.b_ptr, lb.l, &g.beta, g.c_ptr,
+  TS_CUBLAS_CHECK(cublaslt().Matmul(ctx.handle, desc.d, &alpha, g.a_ptr, la.l, g.b_ptr, lb.l, &g.beta, g.c_ptr,
                                  lc.l, g.c_ptr, lc.l, &result.algo, ctx.workspace, ctx.workspace_bytes, stream));
   return true;
 }

@@ -53,9 +53,12 @@ cflags=$(pkg-config --cflags tessera)
 libs=$(pkg-config --libs --static tessera)
 cuda=$(grep -m1 '^cuda=' "$ws/libtessera.flags" | cut -d= -f2)
 if [ "$cuda" = 1 ]; then
-  for lib in -lcudart -lcublas -lcublasLt -lnccl; do
+  for lib in -lcudart -lnccl; do
     [[ " $libs " == *" $lib "* ]] || fail "a CUDA build's tessera.pc lacks $lib: $libs"
   done
+  # cuBLASLt is loaded when the first GPU GEMM runs; linking it would cost every process its
+  # start-up initialisation.
+  [[ " $libs " != *" -lcublas"* ]] || fail "tessera.pc links cuBLAS, which is loaded on first use: $libs"
 fi
 ok "pkg-config: $cflags $libs"
 
