@@ -1,5 +1,5 @@
 // Differentiable matrix products: matmul with NumPy semantics (1-D promotion, batch broadcasting)
-// and linear (one GEMM over the flattened leading dims of x, bias fused as the GEMM's accumulator).
+// and linear (one GEMM over the flattened leading dims of x, the bias added as the GEMM stores).
 #include <functional>
 
 #include "autograd/deferred_grad.h"
@@ -201,12 +201,13 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor x2 = x.reshape({rows, in_f});  // (rows, in); copies only when x's layout needs it
   Tensor out2 = empty({rows, out_f}, {.dtype = dtype, .device = x.device()});
   if (out2.numel() > 0) {
-    // The bias seeds the output and the GEMM accumulates onto it, so bias costs no extra pass;
-    // without one the GEMM writes the output alone (the LM head's logits: no zero-fill pass).
-    if (bias.defined()) out2.copy_(bias.expand({rows, out_f}));
-    if (in_f > 0) {
-      kernels::matmul(x2, weight.transpose(0, 1), out2, /*accumulate=*/bias.defined());
-    } else if (!bias.defined()) {
+    // One GEMM writes the output: the bias joins as it stores (the CPU micro-kernels, cuBLASLt's
+    // bias epilogue), so neither a bias nor a zero fill takes a pass of its own.
+    if (bias.defined()) {
+      kernels::linear(x2, weight, bias, kernels::Activation::none, out2);
+    } else if (in_f > 0) {
+      kernels::matmul(x2, weight.transpose(0, 1), out2);
+    } else {
       out2.zero_();
     }
   }

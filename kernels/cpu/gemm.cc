@@ -41,6 +41,7 @@ struct Problem {
   float beta;
   float* c;  // (m, n), row stride ldc
   int64_t ldc;
+  const float* bias;  // (n) added to every row, or null
 };
 
 struct Range {
@@ -209,15 +210,18 @@ void team_barrier(const Team& team) {
   }
 }
 
-// Runs every (mr, nr) tile of a packed (mc, kc) A block times a packed (kc, nc) B block. The A
-// panel stays in L1 while the inner loop streams B panels from L2.
+// Runs every (mr, nr) tile of a packed (mc, kc) A block times a packed (kc, nc) B block, adding
+// bias (nc values, or null) to every row. The A panel stays in L1 while the inner loop streams B
+// panels from L2.
 void macro_kernel(const GemmKernel& g, const float* a_pack, const float* b_pack, int64_t mc,
-                  int64_t nc, int64_t kc, float alpha, float beta, float* c, int64_t ldc) {
+                  int64_t nc, int64_t kc, float alpha, float beta, const float* bias, float* c,
+                  int64_t ldc) {
   for (int64_t ir = 0; ir < mc; ir += g.mr) {
     const int m = static_cast<int>(std::min<int64_t>(g.mr, mc - ir));
     for (int64_t jr = 0; jr < nc; jr += g.nr) {
       const int n = static_cast<int>(std::min<int64_t>(g.nr, nc - jr));
-      g.kernel(kc, a_pack + ir * kc, b_pack + jr * kc, c + ir * ldc + jr, ldc, alpha, beta, m, n);
+      g.kernel(kc, a_pack + ir * kc, b_pack + jr * kc, c + ir * ldc + jr, ldc, alpha, beta,
+               bias != nullptr ? bias + jr : nullptr, m, n);
     }
   }
 }
@@ -228,8 +232,10 @@ void run_share(const Problem& p, const GemmKernel& g, const Plan& plan, Range ro
                const Team& team, float* b_pack) {
   for (int64_t k0 = 0; k0 < p.k; k0 += plan.kc) {
     const int64_t kc = std::min(plan.kc, p.k - k0);
-    // Later k-blocks accumulate onto the partial result of the earlier ones.
-    const float beta = k0 == 0 ? p.beta : 1.0f;
+    // Later k-blocks accumulate onto the partial result of the earlier ones; the first adds the
+    // bias.
+    const bool first = k0 == 0;
+    const float beta = first ? p.beta : 1.0f;
     for (int64_t i0 = rows.begin; i0 < rows.end; i0 += plan.mc) {
       const int64_t mc = std::min(plan.mc, rows.end - i0);
       const Range mine = split_range(ceil_div(mc, g.mr), 1, team.size, team.rank);
@@ -238,8 +244,9 @@ void run_share(const Problem& p, const GemmKernel& g, const Plan& plan, Range ro
       for (int64_t j0 = cols.begin; j0 < cols.end; j0 += plan.nc) {
         const int64_t nc = std::min(plan.nc, cols.end - j0);
         pack_panels(p.b, j0, nc, k0, kc, g.nr, 0, ceil_div(nc, g.nr), b_pack);
-        macro_kernel(g, team.a_pack, b_pack, mc, nc, kc, p.alpha, beta, p.c + i0 * p.ldc + j0,
-                     p.ldc);
+        const float* bias = first && p.bias != nullptr ? p.bias + j0 : nullptr;
+        macro_kernel(g, team.a_pack, b_pack, mc, nc, kc, p.alpha, beta, bias,
+                     p.c + i0 * p.ldc + j0, p.ldc);
       }
       team_barrier(team);  // the shared A block is overwritten next
     }
@@ -316,14 +323,17 @@ float* thread_workspace(int64_t floats) {
   return workspace.get(floats);
 }
 
-// C = beta * C, for products with nothing to add (K == 0 or alpha == 0).
-void scale_c(int64_t m, int64_t n, float beta, float* c, int64_t ldc) {
+// C = beta * C (+ bias), for products with nothing to add (K == 0 or alpha == 0).
+void scale_c(int64_t m, int64_t n, float beta, const float* bias, float* c, int64_t ldc) {
   for (int64_t i = 0; i < m; ++i) {
     float* row = c + i * ldc;
     if (beta == 0.0f) {
       std::fill(row, row + n, 0.0f);
     } else {
       for (int64_t j = 0; j < n; ++j) row[j] *= beta;
+    }
+    if (bias != nullptr) {
+      for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
     }
   }
 }
@@ -350,9 +360,9 @@ GemmKernel select_kernel(GemmIsa isa) {
 
 Problem make_problem(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                      const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-                     int64_t ldc) {
+                     int64_t ldc, const float* bias) {
   // op(B)^T (n, k) reads B row-major exactly when B is stored transposed.
-  return Problem{m, n, k, alpha, {a, lda, trans_a}, {b, ldb, !trans_b}, beta, c, ldc};
+  return Problem{m, n, k, alpha, {a, lda, trans_a}, {b, ldb, !trans_b}, beta, c, ldc, bias};
 }
 
 }  // namespace
@@ -360,17 +370,18 @@ Problem make_problem(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k
 void sgemm_batched_with_isa(GemmIsa isa, bool trans_a, bool trans_b, int64_t batch, int64_t M,
                             int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                             int64_t stride_a, const float* B, int64_t ldb, int64_t stride_b,
-                            float beta, float* C, int64_t ldc, int64_t stride_c) {
+                            float beta, float* C, int64_t ldc, int64_t stride_c,
+                            const float* bias) {
   check_args(trans_a, trans_b, batch, M, N, K, lda, ldb, ldc);
   if (batch == 0 || M == 0 || N == 0) return;
   if (K == 0 || alpha == 0.0f) {
-    for (int64_t i = 0; i < batch; ++i) scale_c(M, N, beta, C + i * stride_c, ldc);
+    for (int64_t i = 0; i < batch; ++i) scale_c(M, N, beta, bias, C + i * stride_c, ldc);
     return;
   }
   const GemmKernel g = select_kernel(isa);
   auto problem = [&](int64_t i) {
     return make_problem(trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b,
-                        ldb, beta, C + i * stride_c, ldc);
+                        ldb, beta, C + i * stride_c, ldc, bias);
   };
   const int max_threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   const Plan plan = make_plan(g, M, N, K, max_threads);
@@ -409,6 +420,12 @@ void sgemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t
                    int64_t stride_c) {
   detail::sgemm_batched_with_isa(detail::GemmIsa::kAuto, trans_a, trans_b, batch, M, N, K, alpha,
                                  A, lda, stride_a, B, ldb, stride_b, beta, C, ldc, stride_c);
+}
+
+void sgemm_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A,
+                int64_t lda, const float* B, int64_t ldb, const float* bias, float* C, int64_t ldc) {
+  detail::sgemm_batched_with_isa(detail::GemmIsa::kAuto, trans_a, trans_b, 1, M, N, K, 1.0f, A, lda,
+                                 0, B, ldb, 0, 0.0f, C, ldc, 0, bias);
 }
 
 const char* sgemm_isa() { return cpu_has_avx512() ? "avx512" : "avx2"; }

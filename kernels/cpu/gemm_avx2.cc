@@ -30,7 +30,7 @@ inline void store_c(float* p, bool full, __m256i mask, __m256 v) {
 }
 
 void micro_kernel(int64_t kc, const float* a_panel, const float* b_panel, float* c, int64_t ldc,
-                  float alpha, float beta, int m, int n) {
+                  float alpha, float beta, const float* bias, int m, int n) {
 #pragma GCC unroll 8
   for (int i = 0; i < kMr; ++i) {
     if (i < m) {
@@ -73,6 +73,12 @@ void micro_kernel(int64_t kc, const float* a_panel, const float* b_panel, float*
   }
   const __m256 alpha_v = _mm256_set1_ps(alpha);
   const __m256 beta_v = _mm256_set1_ps(beta);
+  // The bias joins the store: a linear layer's output takes no separate pass to add it.
+  __m256 bias_v[kNv];
+#pragma GCC unroll 2
+  for (int v = 0; v < kNv; ++v) {
+    bias_v[v] = bias != nullptr && n > 8 * v ? load_c(bias + 8 * v, full[v], masks[v]) : _mm256_setzero_ps();
+  }
 #pragma GCC unroll 8
   for (int i = 0; i < kMr; ++i) {
     if (i >= m) break;
@@ -80,7 +86,7 @@ void micro_kernel(int64_t kc, const float* a_panel, const float* b_panel, float*
 #pragma GCC unroll 2
     for (int v = 0; v < kNv; ++v) {
       if (!full[v] && n <= 8 * v) continue;
-      __m256 r = _mm256_mul_ps(acc[i][v], alpha_v);
+      __m256 r = _mm256_fmadd_ps(acc[i][v], alpha_v, bias_v[v]);
       // beta == 0 must not read C: 0 * NaN would leak NaN into the result.
       if (beta != 0.0f) r = _mm256_fmadd_ps(load_c(c_row + 8 * v, full[v], masks[v]), beta_v, r);
       store_c(c_row + 8 * v, full[v], masks[v], r);

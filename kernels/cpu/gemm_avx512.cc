@@ -23,7 +23,8 @@ TS_TARGET_AVX512 inline __mmask16 column_mask(int n, int vector) {
 }
 
 TS_TARGET_AVX512 void micro_kernel(int64_t kc, const float* a_panel, const float* b_panel,
-                                   float* c, int64_t ldc, float alpha, float beta, int m, int n) {
+                                   float* c, int64_t ldc, float alpha, float beta, const float* bias,
+                                   int m, int n) {
   // Warm the C tile while the k loop runs; it is read (or written) only at the end.
 #pragma GCC unroll 16
   for (int i = 0; i < kMr; ++i) {
@@ -63,13 +64,19 @@ TS_TARGET_AVX512 void micro_kernel(int64_t kc, const float* a_panel, const float
   for (int v = 0; v < kNv; ++v) masks[v] = column_mask(n, v);
   const __m512 alpha_v = _mm512_set1_ps(alpha);
   const __m512 beta_v = _mm512_set1_ps(beta);
+  // The bias joins the store: a linear layer's output takes no separate pass to add it.
+  __m512 bias_v[kNv];
+#pragma GCC unroll 4
+  for (int v = 0; v < kNv; ++v) {
+    bias_v[v] = bias != nullptr ? _mm512_maskz_loadu_ps(masks[v], bias + 16 * v) : _mm512_setzero_ps();
+  }
 #pragma GCC unroll 16
   for (int i = 0; i < kMr; ++i) {
     if (i >= m) break;
     float* c_row = c + i * ldc;
 #pragma GCC unroll 4
     for (int v = 0; v < kNv; ++v) {
-      __m512 r = _mm512_mul_ps(acc[i][v], alpha_v);
+      __m512 r = _mm512_fmadd_ps(acc[i][v], alpha_v, bias_v[v]);
       // beta == 0 must not read C: 0 * NaN would leak NaN into the result.
       if (beta != 0.0f) {
         r = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(masks[v], c_row + 16 * v), beta_v, r);

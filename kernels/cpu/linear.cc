@@ -1,5 +1,5 @@
-// CPU fused linear: the product accumulates in f32 onto the broadcast bias, the activation runs on
-// the f32 result, and out is rounded once (as the CUDA epilogue does).
+// CPU fused linear: the GEMM adds the bias as it stores the f32 product (no pass of its own), the
+// activation runs on the f32 result, and out is rounded once (as the CUDA epilogue does).
 #include "kernels/cpu/linear.h"
 
 #include "core/factory.h"
@@ -25,24 +25,23 @@ void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Activation act
            w.describe(), ", ", out.describe());
   if (out.numel() == 0) return;
 
+  const Tensor w_t = w.transpose(0, 1);  // (K, N)
+  if (act == Activation::none) {
+    cpu::matmul(x, w_t, out, /*accumulate=*/false, bias);
+    return;
+  }
+  // GELU runs on the f32 product, so 16-bit operands are widened first (as matmul would).
   const TensorOptions f32{.dtype = DType::f32, .device = out.device()};
-  Tensor acc = empty({m, n}, f32);  // (M, N)
-  if (bias.defined()) {
-    acc.copy_(bias.expand({m, n}));
-  } else {
-    acc.zero_();
+  Tensor acc = empty({m, n}, f32);
+  cpu::matmul(x.to(DType::f32), w_t.to(DType::f32), acc, /*accumulate=*/false,
+              bias.defined() ? bias.to(DType::f32) : bias);
+  if (out.dtype() == DType::f32) {
+    cpu::unary(UnaryOp::gelu_tanh, acc, out);
+    return;
   }
-  if (k > 0) {
-    const Tensor x32 = x.dtype() == DType::f32 ? x : x.to(DType::f32);
-    const Tensor w32 = w.dtype() == DType::f32 ? w : w.to(DType::f32);
-    cpu::matmul(x32, w32.transpose(0, 1), acc, /*accumulate=*/true);
-  }
-  if (act == Activation::gelu_tanh) {
-    Tensor y = empty({m, n}, f32);
-    cpu::unary(UnaryOp::gelu_tanh, acc, y);
-    acc = y;
-  }
-  out.copy_(acc);
+  Tensor y = empty({m, n}, f32);
+  cpu::unary(UnaryOp::gelu_tanh, acc, y);
+  out.copy_(y);
 }
 
 }  // namespace tessera::kernels::cpu

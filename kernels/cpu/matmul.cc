@@ -7,6 +7,7 @@
 #include "core/factory.h"
 #include "core/strided_loop.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_microkernel.h"
 
 namespace tessera::kernels::cpu {
 namespace {
@@ -42,8 +43,9 @@ Tensor gemm_operand(const Tensor& t) {
   return dense.expand(t.shape());
 }
 
-// out = a @ b (+ out) with every operand f32 and sgemm-readable; out's matrices are row-major.
-void matmul_f32(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
+// out = a @ b (+ out) (+ bias) with every operand f32 and sgemm-readable; bias (N) is contiguous or
+// null, and then out is not stored transposed.
+void matmul_f32(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate, const float* bias) {
   const int64_t nd = out.dim();
   const int64_t m = out.size(nd - 2), n = out.size(nd - 1), k = a.size(nd - 1);
   const Layout la = layout_of(a), lb = layout_of(b), lc = layout_of(out);
@@ -62,9 +64,11 @@ void matmul_f32(const Tensor& a, const Tensor& b, const Tensor& out, bool accumu
   loop.for_rows(0, loop.num_rows(), [&](const std::array<int64_t, 3>& off) {
     const auto s = loop.row_strides();
     if (!lc.trans) {
-      sgemm_batched(la.trans, lb.trans, loop.row_size(), m, n, k, 1.0f, pa + off[0], la.ld, s[0],
-                    pb + off[1], lb.ld, s[1], beta, pc + off[2], lc.ld, s[2]);
+      detail::sgemm_batched_with_isa(detail::GemmIsa::kAuto, la.trans, lb.trans, loop.row_size(), m, n, k,
+                                     1.0f, pa + off[0], la.ld, s[0], pb + off[1], lb.ld, s[1], beta,
+                                     pc + off[2], lc.ld, s[2], bias);
     } else {
+      TS_ASSERT(bias == nullptr);
       // out is stored transposed: out^T (N, M) = b^T a^T, with each operand's flag flipped.
       sgemm_batched(!lb.trans, !la.trans, loop.row_size(), n, m, k, 1.0f, pb + off[1], lb.ld,
                     s[1], pa + off[0], la.ld, s[0], beta, pc + off[2], lc.ld, s[2]);
@@ -74,7 +78,7 @@ void matmul_f32(const Tensor& a, const Tensor& b, const Tensor& out, bool accumu
 
 }  // namespace
 
-void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
+void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate, const Tensor& bias) {
   TS_CHECK(a.dim() >= 2 && b.dim() == a.dim() && out.dim() == a.dim(), "matmul",
            "expected a, b, out with the same number (>= 2) of dims, got ", a.describe(), ", ",
            b.describe(), ", ", out.describe());
@@ -94,17 +98,24 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate
              "expected an out without broadcast (stride 0) dims, got strides ",
              shape_str(out.strides()), " for ", out.describe());
   }
+  TS_CHECK(!bias.defined() || (bias.shape() == Shape{n} && bias.dtype() == out.dtype()), "matmul",
+           "expected a bias (", n, ") of ", dtype_name(out.dtype()), ", got ", bias.describe());
   if (out.numel() == 0) return;
 
   const Tensor ga = gemm_operand(a), gb = gemm_operand(b);
-  if (out.dtype() == DType::f32 && layout_of(out).ok) {
-    matmul_f32(ga, gb, out, accumulate);
+  Tensor gbias;
+  if (bias.defined()) gbias = bias.dtype() == DType::f32 ? bias.contiguous() : bias.to(DType::f32);
+  const float* pbias = gbias.defined() ? static_cast<const float*>(gbias.data_ptr()) : nullptr;
+  const Layout lc = layout_of(out);
+  // The GEMM adds the bias along the rows it stores, so a transposed out takes the dense path.
+  if (out.dtype() == DType::f32 && lc.ok && (pbias == nullptr || !lc.trans)) {
+    matmul_f32(ga, gb, out, accumulate, pbias);
     return;
   }
   // Compute into a dense f32 result, then round and scatter it into out.
   Tensor result = accumulate ? (out.dtype() == DType::f32 ? out.clone() : out.to(DType::f32))
                              : empty(out.shape(), {.dtype = DType::f32, .device = out.device()});
-  matmul_f32(ga, gb, result, accumulate);
+  matmul_f32(ga, gb, result, accumulate, pbias);
   out.copy_(result);
 }
 

@@ -6,7 +6,9 @@
 
 namespace tessera::kernels::cpu {
 
-// out (batch..., M, N) = a (batch..., M, K) @ b (batch..., K, N) [+ out if accumulate].
-void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate = false);
+// out (batch..., M, N) = a (batch..., M, K) @ b (batch..., K, N) [+ out if accumulate] [+ bias],
+// a defined bias (N, out's dtype) added to every row as the GEMM stores out (no pass of its own).
+void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate = false,
+            const Tensor& bias = Tensor());
 
 }  // namespace tessera::kernels::cpu

@@ -33,7 +33,8 @@ struct Shape {
   bool trans_a = false, trans_b = false;
   int64_t m = 1, n = 1, k = 1;
   float alpha = 1.0f, beta = 0.0f;
-  int64_t pad = 0;  // extra columns in every leading dimension
+  int64_t pad = 0;      // extra columns in every leading dimension
+  bool bias = false;    // a random (N) bias added to every row
 };
 
 // A stored row-major matrix with its leading dimension; padding holds kSentinel.
@@ -59,10 +60,10 @@ float op_at(const Stored& x, bool trans, int64_t r, int64_t c) {
   return trans ? x.at(c, r) : x.at(r, c);
 }
 
-// Checks got == alpha * op(A) op(B) + beta * c0 within fp32 rounding that grows like sqrt(K),
-// relative to the magnitude of the terms summed; padding columns must be untouched.
+// Checks got == alpha * op(A) op(B) + beta * c0 (+ bias) within fp32 rounding that grows like
+// sqrt(K), relative to the magnitude of the terms summed; padding columns must be untouched.
 void check_product(const Shape& s, const Stored& a, const Stored& b, const Stored& c0,
-                   const Stored& got) {
+                   const Stored& got, const std::vector<float>& bias = {}) {
   const double tol = 1e-5 * std::sqrt(static_cast<double>(std::max<int64_t>(s.k, 1)));
   for (int64_t i = 0; i < s.m; ++i) {
     for (int64_t j = 0; j < s.n; ++j) {
@@ -77,6 +78,10 @@ void check_product(const Shape& s, const Stored& a, const Stored& b, const Store
       if (s.beta != 0.0f) {
         want += double(s.beta) * c0.at(i, j);
         magnitude += std::abs(double(s.beta) * c0.at(i, j));
+      }
+      if (!bias.empty()) {
+        want += bias[size_t(j)];
+        magnitude += std::abs(bias[size_t(j)]);
       }
       const double err = std::abs(got.at(i, j) - want);
       if (!(err <= tol * magnitude + 1e-30)) {
@@ -101,17 +106,19 @@ void run_shape(GemmIsa isa, const Shape& s, uint32_t seed = 1) {
     }
   }
   const Stored c0 = c;
+  std::vector<float> bias;
+  if (s.bias) bias = random_stored(1, s.n, 0, rng).data;
   tessera::kernels::cpu::detail::sgemm_batched_with_isa(
       isa, s.trans_a, s.trans_b, 1, s.m, s.n, s.k, s.alpha, a.data.data(), a.ld, 0, b.data.data(),
-      b.ld, 0, s.beta, c.data.data(), c.ld, 0);
-  check_product(s, a, b, c0, c);
+      b.ld, 0, s.beta, c.data.data(), c.ld, 0, s.bias ? bias.data() : nullptr);
+  check_product(s, a, b, c0, c, bias);
 }
 
 std::string describe(GemmIsa isa, const Shape& s) {
   return std::string(isa_name(isa)) + (s.trans_a ? " A^T" : " A") + (s.trans_b ? " B^T" : " B") +
          " M=" + std::to_string(s.m) + " N=" + std::to_string(s.n) + " K=" + std::to_string(s.k) +
          " alpha=" + std::to_string(s.alpha) + " beta=" + std::to_string(s.beta) +
-         " pad=" + std::to_string(s.pad);
+         " pad=" + std::to_string(s.pad) + (s.bias ? " bias" : "");
 }
 
 }  // namespace
@@ -147,6 +154,47 @@ TEST_CASE("sgemm with K == 0 or alpha == 0 only scales C", "[gemm]") {
       }
     }
   }
+}
+
+// The linear layer's forward: the bias joins the first k-block's store, on every tile (ragged edges
+// included), every thread's share and every batch entry, and when there is nothing to multiply.
+TEST_CASE("sgemm adds a bias to every row", "[gemm]") {
+  const int64_t sizes[][3] = {{7, 13, 5},   {33, 65, 17},  {8, 48, 8},      {1, 77, 40},
+                              {17, 49, 600}, {9, 11, 0},    {256, 768, 300}, {90, 500, 1000}};
+  const float scalars[][2] = {{1.0f, 0.0f}, {-0.5f, 2.0f}, {0.0f, 0.5f}};
+  for (GemmIsa isa : host_isas()) {
+    for (const auto& size : sizes) {
+      for (int t = 0; t < 4; ++t) {
+        for (const auto& scalar : scalars) {
+          Shape s{(t & 1) != 0, (t & 2) != 0, size[0], size[1], size[2], scalar[0], scalar[1], 2, true};
+          INFO(describe(isa, s));
+          run_shape(isa, s, static_cast<uint32_t>(t + 3));
+        }
+      }
+    }
+  }
+
+  // Every product of a batch, and the public entry point.
+  using tessera::kernels::cpu::detail::sgemm_batched_with_isa;
+  const int64_t batch = 3, m = 20, n = 50, k = 30;
+  std::mt19937 rng(5);
+  const Stored a = random_stored(m, k, 0, rng), b = random_stored(k, n, 0, rng);
+  const std::vector<float> bias = random_stored(1, n, 0, rng).data;
+  const Shape s{false, false, m, n, k, 1.0f, 0.0f, 0, true};
+  for (GemmIsa isa : host_isas()) {
+    INFO(isa_name(isa));
+    std::vector<float> c(size_t(batch * m * n), std::numeric_limits<float>::quiet_NaN());
+    sgemm_batched_with_isa(isa, false, false, batch, m, n, k, 1.0f, a.data.data(), k, 0,
+                           b.data.data(), n, 0, 0.0f, c.data(), n, m * n, bias.data());
+    for (int64_t q = 0; q < batch; ++q) {
+      Stored got{m, n, n, std::vector<float>(c.begin() + q * m * n, c.begin() + (q + 1) * m * n)};
+      check_product(s, a, b, got, got, bias);
+    }
+  }
+  Stored got{m, n, n, std::vector<float>(size_t(m * n), std::numeric_limits<float>::quiet_NaN())};
+  tessera::kernels::cpu::sgemm_bias(false, false, m, n, k, a.data.data(), k, b.data.data(), n,
+                                    bias.data(), got.data.data(), n);
+  check_product(s, a, b, got, got, bias);
 }
 
 TEST_CASE("sgemm threaded paths: split columns, split rows, several k and m blocks", "[gemm]") {

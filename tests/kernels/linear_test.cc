@@ -65,18 +65,34 @@ TEST_CASE("cpu linear reads strided views and writes a transposed out", "[kernel
   const Tensor w2 = uniform_tensor({6, 40}, DType::f32, -1.0, 1.0, 5);   // w = every other column
   const Tensor x = xt.transpose(0, 1), w = w2.slice(1, 0, 40, 2);
   const Tensor bias = uniform_tensor({6}, DType::f32, -1.0, 1.0, 6);
-  const Tensor out_t = zeros({6, 11});
-  const Tensor out = out_t.transpose(0, 1);  // (11, 6), column-major
-  kernels::linear(x, w, bias, Activation::gelu_tanh, out);
-  check_close(values(out), reference(x, w, bias, Activation::gelu_tanh, DType::f32), {2e-5, 1e-5}, "out");
+  for (Activation act : {Activation::none, Activation::gelu_tanh}) {
+    INFO("gelu " << (act == Activation::gelu_tanh));
+    const Tensor out_t = zeros({6, 11});
+    const Tensor out = out_t.transpose(0, 1);  // (11, 6), column-major
+    kernels::linear(x, w, bias, act, out);
+    check_close(values(out), reference(x, w, bias, act, DType::f32), {2e-5, 1e-5}, "out");
+  }
+}
+
+// Big enough for several k-blocks and both threads: the bias is added once, in the first block.
+TEST_CASE("cpu linear adds the bias once over several k-blocks and threads", "[kernels][linear]") {
+  const int64_t m = 130, k = 1100, n = 100;
+  const Tensor x = uniform_tensor({m, k}, DType::f32, -0.3, 0.3, 7);
+  const Tensor w = uniform_tensor({n, k}, DType::f32, -0.3, 0.3, 8);
+  const Tensor bias = uniform_tensor({n}, DType::f32, -1.0, 1.0, 9);
+  const Tensor out = full({m, n}, std::nan(""));
+  kernels::linear(x, w, bias, Activation::none, out);
+  check_close(values(out), reference(x, w, bias, Activation::none, DType::f32), {1e-4, 1e-5}, "out");
 }
 
 TEST_CASE("cpu linear with K = 0 is act(bias), and checks its shapes", "[kernels][linear]") {
   const Tensor bias = from_vector(std::vector<float>{-2, -1, 0, 1, 2}, {5});
-  const Tensor out = full({3, 5}, 9.0);
-  kernels::linear(zeros({3, 0}), zeros({5, 0}), bias, Activation::gelu_tanh, out);
-  check_close(values(out), reference(zeros({3, 0}), zeros({5, 0}), bias, Activation::gelu_tanh, DType::f32),
-              {1e-6, 1e-7}, "out");
+  for (Activation act : {Activation::none, Activation::gelu_tanh}) {
+    const Tensor out = full({3, 5}, 9.0);
+    kernels::linear(zeros({3, 0}), zeros({5, 0}), bias, act, out);
+    check_close(values(out), reference(zeros({3, 0}), zeros({5, 0}), bias, act, DType::f32), {1e-6, 1e-7},
+                "out");
+  }
   REQUIRE_THROWS_WITH(kernels::linear(zeros({3, 4}), zeros({5, 3}), Tensor(), Activation::none, zeros({3, 5})),
                       Catch::Contains("expected x (M, K), w (N, K) and out (M, N)"));
 }
