@@ -417,15 +417,9 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
 void sgemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N, int64_t K,
                    float alpha, const float* A, int64_t lda, int64_t stride_a, const float* B,
                    int64_t ldb, int64_t stride_b, float beta, float* C, int64_t ldc,
-                   int64_t stride_c) {
+                   int64_t stride_c, const float* bias) {
   detail::sgemm_batched_with_isa(detail::GemmIsa::kAuto, trans_a, trans_b, batch, M, N, K, alpha,
-                                 A, lda, stride_a, B, ldb, stride_b, beta, C, ldc, stride_c);
-}
-
-void sgemm_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A,
-                int64_t lda, const float* B, int64_t ldb, const float* bias, float* C, int64_t ldc) {
-  detail::sgemm_batched_with_isa(detail::GemmIsa::kAuto, trans_a, trans_b, 1, M, N, K, 1.0f, A, lda,
-                                 0, B, ldb, 0, 0.0f, C, ldc, 0, bias);
+                                 A, lda, stride_a, B, ldb, stride_b, beta, C, ldc, stride_c, bias);
 }
 
 const char* sgemm_isa() { return cpu_has_avx512() ? "avx512" : "avx2"; }

@@ -16,15 +16,12 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
 
 // The same for `batch` independent products, matrix i at A + i*stride_a etc. (stride 0 =
 // broadcast). stride_c == 0 accumulates every product into one C, applied in batch order.
+// A bias (N values), when given, is added to every row of every product as it is stored: a linear
+// layer's forward in one pass over C.
 void sgemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N, int64_t K,
                    float alpha, const float* A, int64_t lda, int64_t stride_a, const float* B,
                    int64_t ldb, int64_t stride_b, float beta, float* C, int64_t ldc,
-                   int64_t stride_c);
-
-// C (M x N) = op(A) * op(B) + bias, the bias (N) added to every row as the product is stored: a
-// linear layer's forward in one pass over C.
-void sgemm_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A,
-                int64_t lda, const float* B, int64_t ldb, const float* bias, float* C, int64_t ldc);
+                   int64_t stride_c, const float* bias = nullptr);
 
 // Which micro-kernel runs on this CPU: "avx512" or "avx2" (for the bench table).
 const char* sgemm_isa();

@@ -30,9 +30,8 @@ GemmKernel gemm_kernel_avx512();
 
 enum class GemmIsa { kAuto, kAvx2, kAvx512 };
 
-// sgemm_batched with an explicit ISA, so tests can cover both micro-kernels on one host, and an
-// optional bias (N) added to every row of every product (sgemm_bias). kAvx512 on a host without
-// AVX-512 throws ValueError.
+// sgemm_batched with an explicit ISA, so tests can cover both micro-kernels on one host.
+// kAvx512 on a host without AVX-512 throws ValueError.
 void sgemm_batched_with_isa(GemmIsa isa, bool trans_a, bool trans_b, int64_t batch, int64_t M,
                             int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                             int64_t stride_a, const float* B, int64_t ldb, int64_t stride_b,

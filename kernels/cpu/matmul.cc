@@ -7,7 +7,6 @@
 #include "core/factory.h"
 #include "core/strided_loop.h"
 #include "kernels/cpu/gemm.h"
-#include "kernels/cpu/gemm_microkernel.h"
 
 namespace tessera::kernels::cpu {
 namespace {
@@ -64,9 +63,8 @@ void matmul_f32(const Tensor& a, const Tensor& b, const Tensor& out, bool accumu
   loop.for_rows(0, loop.num_rows(), [&](const std::array<int64_t, 3>& off) {
     const auto s = loop.row_strides();
     if (!lc.trans) {
-      detail::sgemm_batched_with_isa(detail::GemmIsa::kAuto, la.trans, lb.trans, loop.row_size(), m, n, k,
-                                     1.0f, pa + off[0], la.ld, s[0], pb + off[1], lb.ld, s[1], beta,
-                                     pc + off[2], lc.ld, s[2], bias);
+      sgemm_batched(la.trans, lb.trans, loop.row_size(), m, n, k, 1.0f, pa + off[0], la.ld, s[0],
+                    pb + off[1], lb.ld, s[1], beta, pc + off[2], lc.ld, s[2], bias);
     } else {
       TS_ASSERT(bias == nullptr);
       // out is stored transposed: out^T (N, M) = b^T a^T, with each operand's flag flipped.

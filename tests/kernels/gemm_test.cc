@@ -192,8 +192,8 @@ TEST_CASE("sgemm adds a bias to every row", "[gemm]") {
     }
   }
   Stored got{m, n, n, std::vector<float>(size_t(m * n), std::numeric_limits<float>::quiet_NaN())};
-  tessera::kernels::cpu::sgemm_bias(false, false, m, n, k, a.data.data(), k, b.data.data(), n,
-                                    bias.data(), got.data.data(), n);
+  tessera::kernels::cpu::sgemm_batched(false, false, 1, m, n, k, 1.0f, a.data.data(), k, 0,
+                                       b.data.data(), n, 0, 0.0f, got.data.data(), n, 0, bias.data());
   check_product(s, a, b, got, got, bias);
 }
 
