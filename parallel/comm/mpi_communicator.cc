@@ -57,8 +57,8 @@ MpiCall MpiCommunicator::make_reduce_call(CommKind kind, const Tensor& in, const
 WorkPtr MpiCommunicator::start_work(MpiCall call, const char* op) {
   MpiWorkInfo info{op, name(), timeout_s()};
   if (runs_blocking(call)) return MpiWork::run_blocking(call, info);
-  if (use_ring_all_reduce(call)) {
-    const int tag_base = int(ring_calls_.fetch_add(1) % 256) * RingAllReduce::kTagsPerCall;
+  if (use_ring(call)) {
+    const int tag_base = int(ring_calls_.fetch_add(1) % 256) * RingCollective::kTagsPerCall;
     return MpiWork::start_ring(std::move(call), std::move(info), ring_comm_, tag_base);
   }
   return MpiWork::start(std::move(call), std::move(info));

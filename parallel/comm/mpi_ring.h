@@ -1,6 +1,9 @@
-// All-reduce over nonblocking point-to-point, reduced with MPI_Reduce_local: a ring (reduce-
-// scatter then all-gather, 2 (p-1) steps of one chunk each) for large tensors, recursive doubling
-// (log2 p swaps of the whole tensor) for small ones on power-of-two groups. Open MPI's own
+// All-reduce and reduce-scatter over nonblocking point-to-point, reduced with MPI_Reduce_local.
+// All-reduce: a ring (reduce-scatter then all-gather, 2 (p-1) steps of one chunk each) for large
+// tensors, recursive doubling (log2 p swaps of the whole tensor) for small ones on power-of-two
+// groups. Reduce-scatter: the ring's first half (p-1 steps). Open MPI's reduce_scatter_block falls
+// to about 0.2 GB/s from 16 MB up on 2 ranks of one host (its all_reduce to 0.3 GB/s from 64 MB),
+// where the ring keeps 3-5 GB/s. Open MPI's own
 // nonblocking all_reduce is 1.3-2x slower than its blocking one, which runs only the smallest
 // all_reduces (runs_blocking() in mpi_call.h: the ranks must agree on blocking or not, so it goes
 // by size). Measured on 2 ranks on one host, these match MPI_Allreduce from 16 KB (recursive
@@ -20,21 +23,22 @@
 
 namespace tessera::parallel {
 
-// Whether an all_reduce of `call` runs here: on 2 to 64 ranks, the ring from
-// ring_all_reduce_min_bytes() up; below it recursive doubling (log2 p exchanges of the whole
-// tensor, Open MPI's own choice for small messages) where p is a power of two; otherwise Open
-// MPI's MPI_Iallreduce. The same answer on every rank (it depends on sizes only), as it must be.
-bool use_ring_all_reduce(const MpiCall& call);
-// TESSERA_RING_ALLREDUCE_MIN_BYTES when set (tests lower it to run the ring on small tensors),
-// else 256 KB.
-int64_t ring_all_reduce_min_bytes();
+// Whether `call` runs here, on 2 to 64 ranks: an all_reduce as the ring from ring_min_bytes() up,
+// below it as recursive doubling (log2 p exchanges of the whole tensor, Open MPI's own choice for
+// small messages) where p is a power of two, otherwise as Open MPI's MPI_Iallreduce; a
+// reduce_scatter as the ring from ring_min_bytes() of input up. The same answer on every rank (it
+// depends on sizes only), as it must be.
+bool use_ring(const MpiCall& call);
+// TESSERA_RING_MIN_BYTES when set (tests lower it to run the ring on small tensors), else 256 KB.
+int64_t ring_min_bytes();
 
-class RingAllReduce {
+class RingCollective {
  public:
-  // `call` is an all_reduce (in place on call.in); `ring_comm` a private duplicate of call.comm,
-  // so the ring's messages never match the user's; `tag_base` a multiple of kTagsPerCall that
-  // every rank gives the same call (ring all_reduces in flight at once must differ in it).
-  RingAllReduce(const MpiCall& call, std::shared_ptr<const MpiComm> ring_comm, int tag_base);
+  // `call` is an all_reduce (in place on call.in) or a reduce_scatter (call.in's block r reduced
+  // into call.out on rank r); `ring_comm` a private duplicate of call.comm, so the ring's messages
+  // never match the user's; `tag_base` a multiple of kTagsPerCall that every rank gives the same
+  // call (ring collectives in flight at once must differ in it).
+  RingCollective(const MpiCall& call, std::shared_ptr<const MpiComm> ring_comm, int tag_base);
   static constexpr int kTagsPerCall = 128;
 
   // Moves the ring on as far as MPI allows without blocking (block = false) or to the end
@@ -43,9 +47,13 @@ class RingAllReduce {
 
  private:
   void post_step();
+  void post_scatter_step();
+  void reduce_received();
   int64_t offset(int chunk) const;  // in elements
   int64_t length(int chunk) const;
+  int chunk_of(int steps_back) const;  // chunk (rank - steps_back) mod p
   char* at(const Tensor& t, int64_t elements) const;
+  void* partial(int step) const;  // reduce_scatter: where step's partial sum is received
 
   MpiCall call_;
   std::shared_ptr<const MpiComm> ring_comm_;  // kept alive while messages may still be posted
@@ -53,7 +61,8 @@ class RingAllReduce {
   int tag_base_;
   int rank_, size_;
   int64_t itemsize_;
-  Tensor scratch_;  // one chunk, received during the reduce-scatter
+  Tensor scratch_;  // all_reduce: one chunk received while reducing; reduce_scatter: two
+  bool scatter_;    // a reduce_scatter: the ring's first half, reading call.in, writing call.out
   bool doubling_;   // recursive doubling instead of the ring
   int steps_;       // ring: 2 (p-1), the first p-1 reduce, the rest gather; doubling: log2 p
   int step_ = 0;

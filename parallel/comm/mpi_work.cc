@@ -31,7 +31,7 @@ std::shared_ptr<MpiWork> MpiWork::start_ring(MpiCall call, MpiWorkInfo info,
                                              std::shared_ptr<const MpiComm> ring_comm,
                                              int tag_base) {
   auto work = std::make_shared<MpiWork>(Key{}, std::move(call), std::move(info));
-  work->ring_ = std::make_unique<RingAllReduce>(work->call_, std::move(ring_comm), tag_base);
+  work->ring_ = std::make_unique<RingCollective>(work->call_, std::move(ring_comm), tag_base);
   if (work->ring_->advance(false)) work->finish();  // posts the first step
   return work;
 }

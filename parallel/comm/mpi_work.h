@@ -46,7 +46,7 @@ class MpiWork : public Work {
  public:
   // Starts `call`; throws (TS_MPI_CHECK) when MPI refuses it.
   static std::shared_ptr<MpiWork> start(MpiCall call, MpiWorkInfo info);
-  // Starts an all_reduce as a ring over `ring_comm` (see mpi_ring.h).
+  // Starts an all_reduce or reduce_scatter as a ring over `ring_comm` (see mpi_ring.h).
   static std::shared_ptr<MpiWork> start_ring(MpiCall call, MpiWorkInfo info,
                                              std::shared_ptr<const MpiComm> ring_comm,
                                              int tag_base);
@@ -79,7 +79,7 @@ class MpiWork : public Work {
   std::string group_;  // info_.group views it
   MpiWorkInfo info_;
   MPI_Request request_ = MPI_REQUEST_NULL;
-  std::unique_ptr<RingAllReduce> ring_;  // instead of request_, for a ring all_reduce
+  std::unique_ptr<RingCollective> ring_;  // instead of request_, for a ring collective
   // Atomic so the destructor can see a finished work without taking the lock.
   std::atomic<bool> done_{false};
 };

@@ -108,6 +108,44 @@ void check_wait_paths(Communicator& world) {
   world.all_reduce(flags, ReduceOp::max)->wait();
   RANK_CHECK(element(flags, big * 4 - 1) == 1.0 && element(flags, 0) == 0.0, "ring bool or");
 
+  // Reduce-scatters of 256 KB of input and more take the ring's first half (mpi_ring.h): sum, avg,
+  // max and min on f32 and i64, bf16 avg (staged in f32), waited for at once and polled, and two
+  // in flight at once, every rank's block against the serial values.
+  const int64_t block = (int64_t(256) << 10) / 4 / p + 5;
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min}) {
+    Tensor x = empty({block * p}), y = empty({block * p}, {.dtype = DType::i64});
+    for (int64_t i = 0; i < block * p; ++i) {
+      x.data<float>()[i] = float((i % 7) + me);
+      y.data<int64_t>()[i] = (i % 3) * (me + 1);
+    }
+    Tensor xo = full({block}, -1.0), yo = full({block}, -1.0, {.dtype = DType::i64});
+    WorkPtr wx = world.reduce_scatter(x, xo, op);
+    WorkPtr wy = world.reduce_scatter(y, yo, op == ReduceOp::avg ? ReduceOp::sum : op);
+    while (!wx->is_completed()) {
+    }
+    wy->wait();
+    for (int64_t j : {int64_t(0), block / 2, block - 1}) {
+      const int64_t i = me * block + j;  // this rank's block of the input
+      const double base = double(i % 7), k = double(i % 3);
+      const double want_x = op == ReduceOp::sum   ? p * base + ranks_sum
+                            : op == ReduceOp::avg ? base + ranks_sum / p
+                            : op == ReduceOp::max ? base + p - 1
+                                                  : base;
+      const double want_y = op == ReduceOp::max   ? k * p
+                            : op == ReduceOp::min ? k
+                                                  : k * (ranks_sum + p);
+      RANK_CHECK_CLOSE(DType::f32, element(xo, j), want_x, "ring reduce_scatter f32 ", reduce_op_name(op),
+                       " j=", j);
+      RANK_CHECK(element(yo, j) == want_y, "ring reduce_scatter i64 ", reduce_op_name(op), " j=", j);
+    }
+    RANK_CHECK(element(x, block * p - 1) == double(((block * p - 1) % 7) + me),
+               "reduce_scatter leaves its input as it was");
+  }
+  Tensor hs = full({block * p}, 1.0 + me, {.dtype = DType::bf16});
+  Tensor hso = empty({block}, {.dtype = DType::bf16});
+  world.reduce_scatter(hs, hso, ReduceOp::avg)->wait();
+  RANK_CHECK_CLOSE(DType::bf16, element(hso, block - 1), 1.0 + ranks_sum / p, "ring reduce_scatter bf16 avg");
+
   // A work dropped without a wait completes (its destructor waits).
   Tensor f = full({9}, 1.0);
   world.all_reduce(f);
