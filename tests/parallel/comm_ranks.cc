@@ -17,6 +17,19 @@ using testing::element;
 
 namespace {
 
+// The reduction over p ranks of (base + rank) (f32) and of k * (rank + 1) (i64; avg reduces by
+// sum), as the ring checks fill their tensors.
+double want_f32(ReduceOp op, double base, int p) {
+  const double ranks_sum = p * (p - 1) / 2.0;
+  return op == ReduceOp::sum   ? p * base + ranks_sum
+         : op == ReduceOp::avg ? base + ranks_sum / p
+         : op == ReduceOp::max ? base + p - 1
+                               : base;
+}
+double want_i64(ReduceOp op, double k, int p) {
+  return op == ReduceOp::max ? k * p : op == ReduceOp::min ? k : k * (p * (p - 1) / 2.0 + p);
+}
+
 // Waits by MPI_Wait (under the watchdog) and by polling, mixed: collectives behind point-to-point
 // traffic, two groups waited for in reverse order, a polled work beside a waited one, 16-bit avg
 // (the finishing step), a dropped work (its destructor waits), and two threads with blocking
@@ -88,16 +101,10 @@ void check_wait_paths(Communicator& world) {
     }
     wy->wait();
     for (int64_t i : {int64_t(0), big / 2, big - 1}) {
-      const double base = double(i % 5), k = double(i % 3);
-      const double want_x = op == ReduceOp::sum   ? p * base + ranks_sum
-                            : op == ReduceOp::avg ? base + ranks_sum / p
-                            : op == ReduceOp::max ? base + p - 1
-                                                  : base;
-      const double want_y = op == ReduceOp::max   ? k * p
-                            : op == ReduceOp::min ? k
-                                                  : k * (ranks_sum + p);
-      RANK_CHECK_CLOSE(DType::f32, element(x, i), want_x, "ring f32 ", reduce_op_name(op), " i=", i);
-      RANK_CHECK(element(y, i) == want_y, "ring i64 ", reduce_op_name(op), " i=", i);
+      RANK_CHECK_CLOSE(DType::f32, element(x, i), want_f32(op, double(i % 5), p), "ring f32 ",
+                       reduce_op_name(op), " i=", i);
+      RANK_CHECK(element(y, i) == want_i64(op, double(i % 3), p), "ring i64 ", reduce_op_name(op),
+                 " i=", i);
     }
   }
   Tensor hb = full({big}, 1.0 + me, {.dtype = DType::bf16});
@@ -126,17 +133,10 @@ void check_wait_paths(Communicator& world) {
     wy->wait();
     for (int64_t j : {int64_t(0), block / 2, block - 1}) {
       const int64_t i = me * block + j;  // this rank's block of the input
-      const double base = double(i % 7), k = double(i % 3);
-      const double want_x = op == ReduceOp::sum   ? p * base + ranks_sum
-                            : op == ReduceOp::avg ? base + ranks_sum / p
-                            : op == ReduceOp::max ? base + p - 1
-                                                  : base;
-      const double want_y = op == ReduceOp::max   ? k * p
-                            : op == ReduceOp::min ? k
-                                                  : k * (ranks_sum + p);
-      RANK_CHECK_CLOSE(DType::f32, element(xo, j), want_x, "ring reduce_scatter f32 ", reduce_op_name(op),
-                       " j=", j);
-      RANK_CHECK(element(yo, j) == want_y, "ring reduce_scatter i64 ", reduce_op_name(op), " j=", j);
+      RANK_CHECK_CLOSE(DType::f32, element(xo, j), want_f32(op, double(i % 7), p),
+                       "ring reduce_scatter f32 ", reduce_op_name(op), " j=", j);
+      RANK_CHECK(element(yo, j) == want_i64(op, double(i % 3), p), "ring reduce_scatter i64 ",
+                 reduce_op_name(op), " j=", j);
     }
     RANK_CHECK(element(x, block * p - 1) == double(((block * p - 1) % 7) + me),
                "reduce_scatter leaves its input as it was");
