@@ -33,7 +33,7 @@ void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Activation act
   // GELU runs on the f32 product, so 16-bit operands are widened first (as matmul would).
   const TensorOptions f32{.dtype = DType::f32, .device = out.device()};
   Tensor acc = empty({m, n}, f32);
-  cpu::matmul(x.to(DType::f32), w_t.to(DType::f32), acc, /*accumulate=*/false,
+  cpu::matmul(x.to(DType::f32), w.to(DType::f32).transpose(0, 1), acc, /*accumulate=*/false,
               bias.defined() ? bias.to(DType::f32) : bias);
   if (out.dtype() == DType::f32) {
     cpu::unary(UnaryOp::gelu_tanh, acc, out);

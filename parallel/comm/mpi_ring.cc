@@ -23,6 +23,11 @@ int64_t read_min_bytes() {
   return v;
 }
 
+// The bytes a call reduces: all_reduce's tensor, reduce_scatter's whole input.
+int64_t input_bytes(const MpiCall& call) {
+  return int64_t(call.in.numel()) * int64_t(call.in.itemsize());
+}
+
 }  // namespace
 
 int64_t ring_min_bytes() {
@@ -36,16 +41,14 @@ bool use_ring(const MpiCall& call) {
       call.group_size > kMaxRingRanks) {
     return false;
   }
-  const int64_t bytes = int64_t(call.in.numel()) * int64_t(call.in.itemsize());
-  if (scatter) return bytes >= ring_min_bytes();
+  if (scatter) return input_bytes(call) >= ring_min_bytes();
   const bool power_of_two = (call.group_size & (call.group_size - 1)) == 0;
-  return power_of_two || bytes >= ring_min_bytes();
+  return power_of_two || input_bytes(call) >= ring_min_bytes();
 }
 
 namespace {
 bool use_doubling(const MpiCall& call) {
-  return call.kind == CommKind::all_reduce &&
-         int64_t(call.count) * int64_t(call.in.itemsize()) < ring_min_bytes();
+  return call.kind == CommKind::all_reduce && input_bytes(call) < ring_min_bytes();
 }
 int log2_of(int p) {
   int k = 0;
@@ -112,9 +115,9 @@ void RingCollective::post_scatter_step() {
   posted_ = true;
 }
 
-// Reduce-scatter step s: send chunk (r - s), receive chunk (r - s - 1) into the scratch buffer
-// and add it to ours; after p-1 steps rank r holds chunk r + 1 complete. All-gather step s: send
-// chunk (r - s + 1), receive chunk (r - s) in place.
+// All-reduce ring, reducing step s: send chunk (r - s), receive chunk (r - s - 1) into the scratch
+// buffer and add it to ours; after p-1 steps rank r holds chunk r + 1 complete. Gathering step s:
+// send chunk (r - s + 1), receive chunk (r - s) in place.
 void RingCollective::post_step() {
   if (scatter_) return post_scatter_step();
   const int p = size_, r = rank_;
@@ -133,8 +136,8 @@ void RingCollective::post_step() {
   const int next = (r + 1) % p, prev = (r + p - 1) % p;
   const bool reducing = step_ < p - 1;
   const int s = reducing ? step_ : step_ - (p - 1);
-  const int send_chunk = ((reducing ? r - s : r - s + 1) % p + p) % p;
-  const int recv_chunk = ((reducing ? r - s - 1 : r - s) % p + p) % p;
+  const int send_chunk = chunk_of(reducing ? s : s - 1);
+  const int recv_chunk = chunk_of(reducing ? s + 1 : s);
   const int tag = tag_base_ + (reducing ? 0 : kMaxRingRanks) + s;
   void* recv_to = reducing ? scratch_.data_ptr() : at(call_.in, offset(recv_chunk));
   auto lock = mpi_lock();
