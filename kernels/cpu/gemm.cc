@@ -93,6 +93,11 @@ inline void transpose_8x8(__m256 rows[8]) {
   }
 }
 
+// How far ahead (floats) pack_transposed prefetches each source row. A panel's rows are short
+// streams (kc floats each, eight at a time) that the hardware prefetcher barely learns before
+// they end: without this the packing of a transposed operand stalled on its loads.
+constexpr int64_t kPackPrefetch = 64;
+
 // Packs `rows` source rows (row r at src + r*ld, contiguous in k) of depth kc into a (kc, width)
 // panel: a transpose, done 8x8 in registers so packing stays far cheaper than the FMAs.
 void pack_transposed(const float* src, int64_t ld, int rows, int64_t kc, int width, float* dst) {
@@ -104,8 +109,15 @@ void pack_transposed(const float* src, int64_t ld, int rows, int64_t kc, int wid
     int64_t k = 0;
     for (; k + 8 <= kc; k += 8) {
       __m256 block[8];
+#pragma GCC unroll 8
       for (int r = 0; r < 8; ++r) {
-        block[r] = r < live ? _mm256_loadu_ps(src + (r0 + r) * ld + k) : _mm256_setzero_ps();
+        if (r < live) {
+          const float* row = src + (r0 + r) * ld + k;
+          _mm_prefetch(reinterpret_cast<const char*>(row + kPackPrefetch), _MM_HINT_T0);
+          block[r] = _mm256_loadu_ps(row);
+        } else {
+          block[r] = _mm256_setzero_ps();
+        }
       }
       transpose_8x8(block);
       for (int j = 0; j < 8; ++j) {

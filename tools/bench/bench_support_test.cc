@@ -145,6 +145,41 @@ TEST_CASE("paired_median_seconds alternates the two and gives each its own media
   CHECK(b > a);
 }
 
+TEST_CASE("paired_median_seconds with a handover alternates settled blocks") {
+  std::string order;
+  TimingOptions t{1, 0.0, 3, 100};
+  auto wait_ms = [](int ms) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  };
+  // No block length: each block is one untimed call and one timed call after the pause.
+  const auto start = std::chrono::steady_clock::now();
+  paired_median_seconds([&] { order += 'a'; }, [&] { order += 'b'; }, t, Handover{0.005, 0.0});
+  CHECK(order == "ab" "aabb" "aabb" "aabb");
+  // Six pauses of 5 ms.
+  CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(30));
+
+  // A block runs timed calls until it has spent block_seconds (a's calls, 1 ms each, take
+  // several) or until max_reps timed calls.
+  order.clear();
+  const auto [a, b] = paired_median_seconds(
+      [&] {
+        order += 'a';
+        wait_ms(1);
+      },
+      [&] {
+        order += 'b';
+        wait_ms(2);
+      },
+      TimingOptions{0, 0.0, 2, 6}, Handover{0.001, 0.1});
+  // max_reps = 6 ends each side's only block: one untimed call and six timed ones.
+  CHECK(order == "aaaaaaabbbbbbb");
+  CHECK(a >= 0.001);
+  CHECK(b >= 0.002);
+  CHECK(b > a);
+}
+
 TEST_CASE("CpuTimes and steal_report read the hypervisor's share of CPU time") {
   const CpuTimes begin{.steal = 100, .total = 1000}, end{.steal = 130, .total = 1200};
   CHECK(end.since(begin).steal_share() == Approx(0.15));

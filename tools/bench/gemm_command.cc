@@ -179,7 +179,7 @@ void run_isa(GemmIsa isa, const std::vector<GemmCase>& cases, const Args& args, 
             blas->sgemm(g.trans_a, g.trans_b, g.m, g.n, g.k, 1.0f, o.a.data(), o.lda, o.b.data(),
                         o.ldb, 0.0f, o.c.data(), g.n);
           },
-          timing);
+          timing, args.quick ? Handover{0.02, 0.0} : thread_pool_handover());
     } else {
       ours = median_seconds(run_ours, timing);
     }
