@@ -1,6 +1,7 @@
 // `bench kernels`: times Tessera's kernels on the GPT-2 124M shapes and prints them beside
 // PyTorch (CPU, eager) measured in the same run, with the ratio Tessera/PyTorch (> 1: Tessera is
 // faster).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -16,18 +17,21 @@
 #include "tools/bench/kernel_bench.h"
 #include "tools/bench/system_info.h"
 #include "tools/bench/table.h"
+#include "tools/bench/timer.h"
 #include "tools/bench/torch_peer_client.h"
 
 namespace tessera::bench {
 
 const char* const kKernelsUsage =
     "usage: bench kernels [--threads N] [--quick] [--filter SUBSTRING] [--no-peer]\n"
-    "                     [--python PATH] [--peer-script PATH]\n"
+    "                     [--rounds N] [--python PATH] [--peer-script PATH]\n"
     "  GPT-2 124M op timings, Tessera vs PyTorch eager, with the ratio (> 1: Tessera is faster)\n"
     "  --threads N    CPU threads for both (default: TESSERA_NUM_THREADS or all cores)\n"
     "  --quick        few repetitions (smoke tests); numbers are rough\n"
     "  --filter S     only cases whose \"op shape\" contains S (e.g. layer_norm, attention)\n"
     "  --no-peer      skip PyTorch\n"
+    "  --rounds N     measure both sides N times, alternating Tessera and PyTorch, and report\n"
+    "                 the medians over rounds and each round's ratio (default 1)\n"
     "  --python PATH  interpreter for the peer (default /usr/bin/python3)\n"
     "  --peer-script PATH  torch_peer.py (default: found beside the binary)\n";
 
@@ -35,6 +39,7 @@ namespace {
 
 struct Args {
   int threads = 0;  // 0: keep the default
+  int rounds = 1;
   bool quick = false, peer = true;
   std::string filter, python = "/usr/bin/python3", peer_script;
 };
@@ -52,6 +57,8 @@ Args parse_args(const std::vector<std::string>& argv) {
       a.threads = int(parse_int(arg, args.value(), 1, 4096));
     } else if (arg == "--filter") {
       a.filter = args.value();
+    } else if (arg == "--rounds") {
+      a.rounds = int(parse_int(arg, args.value(), 1, 100));
     } else if (arg == "--python") {
       a.python = args.value();
     } else if (arg == "--peer-script") {
@@ -68,12 +75,15 @@ std::string cell(const BenchCase& c, double seconds) {
 }
 
 // One row per case; the PyTorch columns only when the peer answered. ours[i] == 0: case failed.
+// round_ratios (one string per case, empty with a single round) fills a last column.
 Table results_table(const std::vector<BenchCase>& cases, const std::vector<double>& ours,
-                    const PeerResult& peer) {
+                    const PeerResult& peer, const std::vector<std::string>& round_ratios) {
+  const bool rounds = peer.available && !round_ratios.empty();
   std::vector<std::string> headers = {"op", "shape", "Tessera"};
   if (peer.available) headers.insert(headers.end(), {"PyTorch", "ratio"});
   headers.push_back("Tessera ms");
   if (peer.available) headers.push_back("PyTorch ms");
+  if (rounds) headers.push_back("ratio per round");
   Table table(headers);
   for (size_t col = 2; col < headers.size(); ++col) table.align_right(col);
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -88,6 +98,7 @@ Table results_table(const std::vector<BenchCase>& cases, const std::vector<doubl
     }
     row.push_back(ok ? format_number(ours[i] * 1e3, 3) : "-");
     if (peer.available) row.push_back(theirs ? format_number(it->second * 1e3, 3) : "-");
+    if (rounds) row.push_back(round_ratios[i]);
     table.add_row(std::move(row));
   }
   return table;
@@ -118,38 +129,74 @@ int run_kernels_command(const std::vector<std::string>& argv, const std::string&
         cores);
   }
 
-  std::vector<double> ours(cases.size(), 0.0);
+  // Each round times every case on our side, then the peer's; with --rounds > 1 the medians
+  // over rounds are reported, so a host whose speed drifts slows both sides alike.
+  std::vector<std::vector<double>> ours_rounds(cases.size()), peer_rounds(cases.size());
+  std::vector<std::string> round_ratios(args.rounds > 1 ? cases.size() : 0);
   std::vector<std::string> failures;
-  const CpuTimes ours_begin = cpu_times();
-  for (size_t i = 0; i < cases.size(); ++i) {
-    const BenchCase& c = cases[i];
-    std::fprintf(stderr, "[bench] tessera %s %s ... ", c.op.c_str(), c.shape.c_str());
-    try {
-      ours[i] = time_tessera(c, timing);
-      std::fprintf(stderr, "%.3f ms\n", ours[i] * 1e3);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "failed\n");
-      failures.push_back(c.op + " " + c.shape + ": " + e.what());
-    }
-  }
-
-  const double ours_steal = cpu_times().since(ours_begin).steal_share();
-
   PeerResult peer;
-  double peer_steal = -1.0;
-  if (args.peer) {
-    const CpuTimes peer_begin = cpu_times();
+  CpuTimes ours_spent, peer_spent;  // summed over the rounds
+  for (int round = 0; round < args.rounds; ++round) {
+    const CpuTimes ours_begin = cpu_times();
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const BenchCase& c = cases[i];
+      std::fprintf(stderr, "[bench] tessera %s %s (round %d) ... ", c.op.c_str(), c.shape.c_str(),
+                   round + 1);
+      try {
+        ours_rounds[i].push_back(time_tessera(c, timing));
+        std::fprintf(stderr, "%.3f ms\n", ours_rounds[i].back() * 1e3);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "failed\n");
+        const std::string failure = c.op + " " + c.shape + ": " + e.what();
+        if (std::find(failures.begin(), failures.end(), failure) == failures.end()) {
+          failures.push_back(failure);
+        }
+      }
+    }
+    ours_spent.add(cpu_times().since(ours_begin));
+
+    if (!args.peer) continue;
     PeerOptions po;
     po.python = args.python;
     po.script = args.peer_script.empty() ? find_peer_script(argv0) : args.peer_script;
     po.threads = threads;
     po.timing = timing;
-    std::fprintf(stderr, "[bench] running the PyTorch peer (%zu cases) ...\n", cases.size());
-    peer = run_torch_peer(cases, po);
-    peer_steal = cpu_times().since(peer_begin).steal_share();
+    std::fprintf(stderr, "[bench] running the PyTorch peer (%zu cases, round %d) ...\n",
+                 cases.size(), round + 1);
+    const CpuTimes peer_begin = cpu_times();
+    PeerResult answer = run_torch_peer(cases, po);
+    peer_spent.add(cpu_times().since(peer_begin));
+    if (!answer.available) {
+      if (!peer.available) peer = answer;  // its reason is printed under the table
+      continue;
+    }
+    if (!peer.available) {  // the first answer names the version and BLAS; rounds add times
+      peer = answer;
+      peer.seconds.clear();
+    }
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const auto it = answer.seconds.find(cases[i].id);
+      if (it == answer.seconds.end() || it->second <= 0.0) continue;
+      peer_rounds[i].push_back(it->second);
+      const bool ours_ran = ours_rounds[i].size() == size_t(round) + 1;
+      if (!round_ratios.empty() && ours_ran) {
+        if (!round_ratios[i].empty()) round_ratios[i] += " ";
+        round_ratios[i] += format_number(it->second / ours_rounds[i].back(), 2);
+      }
+    }
   }
+  std::vector<double> ours(cases.size(), 0.0);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    // A case that failed in any round is reported failed.
+    if (ours_rounds[i].size() == size_t(args.rounds)) ours[i] = median_of(ours_rounds[i]);
+    if (peer.available && !peer_rounds[i].empty()) {
+      peer.seconds[cases[i].id] = median_of(peer_rounds[i]);
+    }
+  }
+  const double ours_steal = ours_spent.steal_share();
+  const double peer_steal = args.peer ? peer_spent.steal_share() : -1.0;
 
-  std::printf("%s", results_table(cases, ours, peer).render().c_str());
+  std::printf("%s", results_table(cases, ours, peer, round_ratios).render().c_str());
 
   if (peer.available) {
     std::printf(
@@ -167,6 +214,10 @@ int run_kernels_command(const std::vector<std::string>& argv, const std::string&
   std::printf(
       "GFLOP/s count 2*M*N*K per GEMM; attention 4*B*H*T*T*D halved for the causal mask, "
       "fwd+bwd 3.5x that. GB/s count bytes read + written once. Times are medians.\n");
+  if (args.rounds > 1) {
+    std::printf("%d rounds, Tessera then PyTorch in each: times are the medians over rounds.\n",
+                args.rounds);
+  }
   for (const std::string& f : failures) std::printf("FAILED %s\n", f.c_str());
   return failures.empty() ? 0 : 1;
 }
