@@ -98,6 +98,9 @@ inline void transpose_8x8(__m256 rows[8]) {
 // they end: without this the packing of a transposed operand stalled on its loads.
 constexpr int64_t kPackPrefetch = 64;
 
+// Source rows pack_panels copies together when the values of one k are contiguous.
+constexpr int64_t kPackRowGroup = 8;
+
 // Packs `rows` source rows (row r at src + r*ld, contiguous in k) of depth kc into a (kc, width)
 // panel: a transpose, done 8x8 in registers so packing stays far cheaper than the FMAs.
 void pack_transposed(const float* src, int64_t ld, int rows, int64_t kc, int width, float* dst) {
@@ -137,28 +140,41 @@ void pack_transposed(const float* src, int64_t ld, int rows, int64_t kc, int wid
   }
 }
 
-// Packs rows [r0, r0 + rows) and depth [k0, k0 + kc) of op(X) into one (kc, width) panel.
-void pack_panel(const Operand& x, int64_t r0, int rows, int64_t k0, int64_t kc, int width,
-                float* dst) {
-  if (!x.transposed) {
-    pack_transposed(x.data + r0 * x.ld + k0, x.ld, rows, kc, width, dst);
-    return;
-  }
-  // The `rows` values of each k are contiguous in the source: a strided copy.
-  const float* src = x.data + k0 * x.ld + r0;
-  for (int64_t k = 0; k < kc; ++k) {
-    std::memcpy(dst + k * width, src + k * x.ld, sizeof(float) * rows);
-    std::fill(dst + k * width + rows, dst + (k + 1) * width, 0.0f);
-  }
-}
-
-// Packs panels [first, last) of rows [r0, r0 + rows) of op(X); panel q starts at dst + q*width*kc.
+// Packs panels [first, last) of rows [r0, r0 + rows) of op(X), depth [k0, k0 + kc); panel q
+// starts at dst + q*width*kc.
 void pack_panels(const Operand& x, int64_t r0, int64_t rows, int64_t k0, int64_t kc, int width,
                  int64_t first, int64_t last, float* dst) {
-  for (int64_t q = first; q < last; ++q) {
-    const int64_t r = q * width;
-    const int live = static_cast<int>(std::min<int64_t>(width, rows - r));
-    pack_panel(x, r0 + r, live, k0, kc, width, dst + q * width * kc);
+  if (!x.transposed) {
+    for (int64_t q = first; q < last; ++q) {
+      const int64_t r = q * width;
+      const int live = static_cast<int>(std::min<int64_t>(width, rows - r));
+      pack_transposed(x.data + (r0 + r) * x.ld + k0, x.ld, live, kc, width, dst + q * width * kc);
+    }
+    return;
+  }
+  // The values of one k are contiguous in the source, and successive k sit ld apart, often a
+  // page or more. Packing panel by panel revisits every source row once per panel, each visit on
+  // a page the hardware prefetcher cannot enter (10% of an AVX2 forward product went to those
+  // copies); k by k for all panels scatters the writes over panels whose 4 KiB-multiple strides
+  // alias in L1. So a group of kPackRowGroup rows is packed at a time: it is read as that many
+  // sequential runs, and each panel receives one contiguous piece of it.
+  for (int64_t kg = 0; kg < kc; kg += kPackRowGroup) {
+    const int64_t k_end = std::min(kc, kg + kPackRowGroup);
+    for (int64_t q = first; q < last; ++q) {
+      const int64_t r = q * width;
+      const int live = static_cast<int>(std::min<int64_t>(width, rows - r));
+      const bool full = live == width && width % 8 == 0;  // every micro-kernel's nr
+      for (int64_t k = kg; k < k_end; ++k) {
+        const float* in = x.data + (k0 + k) * x.ld + r0 + r;
+        float* out = dst + q * width * kc + k * width;
+        if (full) {  // a memcpy call per copy cost more than the copy
+          for (int c = 0; c < width; c += 8) _mm256_storeu_ps(out + c, _mm256_loadu_ps(in + c));
+        } else {
+          std::memcpy(out, in, sizeof(float) * live);
+          std::fill(out + live, out + width, 0.0f);
+        }
+      }
+    }
   }
 }
 
