@@ -167,6 +167,7 @@ void pack_panels(const Operand& x, int64_t r0, int64_t rows, int64_t k0, int64_t
       for (int64_t k = kg; k < k_end; ++k) {
         const float* in = x.data + (k0 + k) * x.ld + r0 + r;
         float* out = dst + q * width * kc + k * width;
+        _mm_prefetch(reinterpret_cast<const char*>(in + kPackPrefetch), _MM_HINT_T0);
         if (full) {  // a memcpy call per copy cost more than the copy
           for (int c = 0; c < width; c += 8) _mm256_storeu_ps(out + c, _mm256_loadu_ps(in + c));
         } else {
