@@ -1,19 +1,23 @@
 // Tests for the bench's case list, work counts, table layout, timing protocol, command-line
-// readers, peak-RSS and steal readings, the OpenBLAS peer and the PyTorch peer's JSON protocol (and the peer script itself, in
-// both modes, when PyTorch is installed).
+// readers, peak-RSS and steal readings, the merging of --rounds, the OpenBLAS peer and the PyTorch
+// peer's JSON protocol (and the peer script itself, in both modes, when PyTorch is installed).
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <map>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "tools/bench/bench_args.h"
 #include "tools/bench/system_info.h"
 #include "tools/bench/cases.h"
 #include "tools/bench/openblas_peer.h"
+#include "tools/bench/peer_rounds.h"
 #include "tools/bench/table.h"
 #include "tools/bench/timer.h"
 #include "tools/bench/torch_peer_client.h"
@@ -197,6 +201,74 @@ TEST_CASE("CpuTimes and steal_report read the hypervisor's share of CPU time") {
   CHECK(noisy.find("PyTorch") == std::string::npos);
   const CpuTimes now = cpu_times();
   if (now.total > 0) CHECK(now.steal <= now.total);
+}
+
+TEST_CASE("overload_warning names the cores only when the load is above them") {
+  CHECK(overload_warning("").empty());
+  CHECK(overload_warning("0.00 0.10 0.20").empty());
+  const std::string warning = overload_warning("100000.5 2.0 1.0");
+  CHECK(warning.rfind("warning: load average above the ", 0) == 0);
+  CHECK(warning.find(" cores: ") != std::string::npos);
+}
+
+namespace {
+
+PeerResult peer_answer(std::map<int, double> seconds, std::map<int, int64_t> rss = {}) {
+  PeerResult r;
+  r.available = true;
+  r.torch_version = "1.13";
+  r.blas = "OpenBLAS";
+  r.threads = 2;
+  r.seconds = std::move(seconds);
+  r.peak_rss_bytes = std::move(rss);
+  return r;
+}
+
+PeerResult failed_answer(const std::string& reason) {
+  PeerResult r;
+  r.reason = reason;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("PeerRounds reports medians over rounds and each round's ratio") {
+  PeerRounds rounds({7, 9, 11}, 3);  // three rows keyed 7, 9, 11
+  rounds.add_peer(0, failed_answer("no torch"));  // before any answer: the reason is kept
+  CHECK_FALSE(rounds.peer().available);
+  CHECK(rounds.peer().reason == "no torch");
+  for (int round = 0; round < 3; ++round) {
+    rounds.add_ours(round, 0, 1.0 + round);  // 1, 2, 3
+    if (round != 1) rounds.add_ours(round, 1, 4.0);  // row 1 failed in round 1
+    rounds.add_ours(round, 2, 2.0);
+  }
+  rounds.add_peer(0, peer_answer({{7, 2.0}, {9, 8.0}, {11, 1.0}}, {{7, 100}}));
+  rounds.add_peer(1, peer_answer({{7, 2.0}, {9, 4.0}}, {{7, 200}, {11, 300}}));
+  rounds.add_peer(2, failed_answer("crashed"));  // after an answer: a failed round only lacks times
+
+  CHECK(rounds.ours_median(0) == 2.0);
+  CHECK(rounds.ours_median(1) == 0.0);  // failed in a round: the row failed
+  CHECK(rounds.ours_median(2) == 2.0);
+  const PeerResult peer = rounds.peer();
+  REQUIRE(peer.available);
+  CHECK(peer.torch_version == "1.13");
+  CHECK(peer.seconds.at(7) == 2.0);
+  CHECK(peer.seconds.at(9) == 6.0);  // the median of 8 and 4
+  CHECK(peer.seconds.at(11) == 1.0);  // timed in round 0 only
+  CHECK(peer.peak_rss_bytes.at(7) == 100);  // the first answer's peak, as ours
+  CHECK(peer.peak_rss_bytes.count(11) == 0);  // row 11 had no time in the answer giving 300
+  // Ratios peer / ours, only where both sides timed the row in that round.
+  CHECK(rounds.round_ratios() == std::vector<std::string>{"2.00 1.00", "2.00", "0.500"});
+}
+
+TEST_CASE("PeerRounds with one round gives no ratios") {
+  PeerRounds rounds({0}, 1);
+  rounds.add_ours(0, 0, 1.0);
+  rounds.add_peer(0, peer_answer({{0, 1.5}}));
+  CHECK(rounds.ours_median(0) == 1.0);
+  CHECK(rounds.peer().seconds.at(0) == 1.5);
+  CHECK(rounds.round_ratios() == std::vector<std::string>{""});
+  CHECK_THROWS(PeerRounds({0}, 0));
 }
 
 TEST_CASE("OpenBlas runs the kernel family it is pinned to and agrees with a plain product") {

@@ -3,10 +3,8 @@
 // faster).
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <exception>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/parallel.h"
@@ -15,6 +13,7 @@
 #include "tools/bench/cases.h"
 #include "tools/bench/commands.h"
 #include "tools/bench/kernel_bench.h"
+#include "tools/bench/peer_rounds.h"
 #include "tools/bench/system_info.h"
 #include "tools/bench/table.h"
 #include "tools/bench/timer.h"
@@ -75,10 +74,11 @@ std::string cell(const BenchCase& c, double seconds) {
 }
 
 // One row per case; the PyTorch columns only when the peer answered. ours[i] == 0: case failed.
-// round_ratios (one string per case, empty with a single round) fills a last column.
+// With several rounds, round_ratios (one string per case) fills a last column.
 Table results_table(const std::vector<BenchCase>& cases, const std::vector<double>& ours,
-                    const PeerResult& peer, const std::vector<std::string>& round_ratios) {
-  const bool rounds = peer.available && !round_ratios.empty();
+                    const PeerResult& peer, int rounds_run,
+                    const std::vector<std::string>& round_ratios) {
+  const bool rounds = peer.available && rounds_run > 1;
   std::vector<std::string> headers = {"op", "shape", "Tessera"};
   if (peer.available) headers.insert(headers.end(), {"PyTorch", "ratio"});
   headers.push_back("Tessera ms");
@@ -98,7 +98,7 @@ Table results_table(const std::vector<BenchCase>& cases, const std::vector<doubl
     }
     row.push_back(ok ? format_number(ours[i] * 1e3, 3) : "-");
     if (peer.available) row.push_back(theirs ? format_number(it->second * 1e3, 3) : "-");
-    if (rounds) row.push_back(round_ratios[i]);
+    if (rounds) row.push_back(round_ratios[i].empty() ? "-" : round_ratios[i]);
     table.add_row(std::move(row));
   }
   return table;
@@ -121,20 +121,15 @@ int run_kernels_command(const std::vector<std::string>& argv, const std::string&
   const std::string load = load_average();
   if (!load.empty()) std::printf(", load average %s", load.c_str());
   std::printf("%s\n", args.quick ? " (quick: few repetitions)" : "");
-  const unsigned cores = std::thread::hardware_concurrency();
-  if (!load.empty() && cores > 0 && std::strtod(load.c_str(), nullptr) > cores) {
-    std::printf(
-        "warning: load average above the %u cores: other processes share the CPUs, so "
-        "both columns are slowed unevenly; rerun on an idle machine\n",
-        cores);
+  if (const std::string warning = overload_warning(load); !warning.empty()) {
+    std::printf("%s\n", warning.c_str());
   }
 
-  // Each round times every case on our side, then the peer's; with --rounds > 1 the medians
-  // over rounds are reported, so a host whose speed drifts slows both sides alike.
-  std::vector<std::vector<double>> ours_rounds(cases.size()), peer_rounds(cases.size());
-  std::vector<std::string> round_ratios(args.rounds > 1 ? cases.size() : 0);
+  // Each round times every case on our side, then the peer's (see PeerRounds).
+  std::vector<int> ids;
+  for (const BenchCase& c : cases) ids.push_back(c.id);
+  PeerRounds rounds(ids, args.rounds);
   std::vector<std::string> failures;
-  PeerResult peer;
   CpuTimes ours_spent, peer_spent;  // summed over the rounds
   for (int round = 0; round < args.rounds; ++round) {
     const CpuTimes ours_begin = cpu_times();
@@ -143,8 +138,9 @@ int run_kernels_command(const std::vector<std::string>& argv, const std::string&
       std::fprintf(stderr, "[bench] tessera %s %s (round %d) ... ", c.op.c_str(), c.shape.c_str(),
                    round + 1);
       try {
-        ours_rounds[i].push_back(time_tessera(c, timing));
-        std::fprintf(stderr, "%.3f ms\n", ours_rounds[i].back() * 1e3);
+        const double seconds = time_tessera(c, timing);
+        rounds.add_ours(round, i, seconds);
+        std::fprintf(stderr, "%.3f ms\n", seconds * 1e3);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "failed\n");
         const std::string failure = c.op + " " + c.shape + ": " + e.what();
@@ -164,39 +160,17 @@ int run_kernels_command(const std::vector<std::string>& argv, const std::string&
     std::fprintf(stderr, "[bench] running the PyTorch peer (%zu cases, round %d) ...\n",
                  cases.size(), round + 1);
     const CpuTimes peer_begin = cpu_times();
-    PeerResult answer = run_torch_peer(cases, po);
+    rounds.add_peer(round, run_torch_peer(cases, po));
     peer_spent.add(cpu_times().since(peer_begin));
-    if (!answer.available) {
-      if (!peer.available) peer = answer;  // its reason is printed under the table
-      continue;
-    }
-    if (!peer.available) {  // the first answer names the version and BLAS; rounds add times
-      peer = answer;
-      peer.seconds.clear();
-    }
-    for (size_t i = 0; i < cases.size(); ++i) {
-      const auto it = answer.seconds.find(cases[i].id);
-      if (it == answer.seconds.end() || it->second <= 0.0) continue;
-      peer_rounds[i].push_back(it->second);
-      const bool ours_ran = ours_rounds[i].size() == size_t(round) + 1;
-      if (!round_ratios.empty() && ours_ran) {
-        if (!round_ratios[i].empty()) round_ratios[i] += " ";
-        round_ratios[i] += format_number(it->second / ours_rounds[i].back(), 2);
-      }
-    }
   }
-  std::vector<double> ours(cases.size(), 0.0);
-  for (size_t i = 0; i < cases.size(); ++i) {
-    // A case that failed in any round is reported failed.
-    if (ours_rounds[i].size() == size_t(args.rounds)) ours[i] = median_of(ours_rounds[i]);
-    if (peer.available && !peer_rounds[i].empty()) {
-      peer.seconds[cases[i].id] = median_of(peer_rounds[i]);
-    }
-  }
+  std::vector<double> ours(cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) ours[i] = rounds.ours_median(i);
+  const PeerResult peer = rounds.peer();
   const double ours_steal = ours_spent.steal_share();
   const double peer_steal = args.peer ? peer_spent.steal_share() : -1.0;
 
-  std::printf("%s", results_table(cases, ours, peer, round_ratios).render().c_str());
+  std::printf("%s",
+              results_table(cases, ours, peer, args.rounds, rounds.round_ratios()).render().c_str());
 
   if (peer.available) {
     std::printf(

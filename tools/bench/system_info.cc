@@ -1,7 +1,9 @@
 // Reads the host facts and the process's peak RSS from /proc.
 #include "tools/bench/system_info.h"
 
+#include <cstdlib>
 #include <fstream>
+#include <thread>
 
 namespace tessera::bench {
 
@@ -23,6 +25,14 @@ std::string load_average() {
   std::string one, five, fifteen;
   if (!(in >> one >> five >> fifteen)) return "";
   return one + " " + five + " " + fifteen;
+}
+
+std::string overload_warning(const std::string& load) {
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (load.empty() || cores == 0 || std::strtod(load.c_str(), nullptr) <= cores) return "";
+  return "warning: load average above the " + std::to_string(cores) +
+         " cores: other processes share the CPUs, so both columns are slowed unevenly; rerun on "
+         "an idle machine";
 }
 
 CpuTimes cpu_times() {

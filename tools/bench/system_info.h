@@ -12,6 +12,9 @@ std::string cpu_model();
 // The 1-, 5- and 15-minute load averages, "0.52 0.40 0.31" (empty when unreadable): a loaded
 // machine explains noisy numbers.
 std::string load_average();
+// A warning line when the 1-minute load of `load` (load_average()'s text) is above the host's
+// cores: other processes then share the CPUs and slow a bench's two sides unevenly. "" otherwise.
+std::string overload_warning(const std::string& load);
 
 // The host's CPU time so far (/proc/stat, in clock ticks over all CPUs), and the share of it a
 // hypervisor gave to other guests ("steal"). On a shared VM that share swings from 0 to more than

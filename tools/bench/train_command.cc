@@ -2,11 +2,9 @@
 // on Tessera beside PyTorch eager on the CPU, measured in the same run, one row per batch shape.
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <exception>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/parallel.h"
@@ -14,6 +12,7 @@
 #include "models/gpt/gpt_config.h"
 #include "tools/bench/bench_args.h"
 #include "tools/bench/commands.h"
+#include "tools/bench/peer_rounds.h"
 #include "tools/bench/system_info.h"
 #include "tools/bench/table.h"
 #include "tools/bench/timer.h"
@@ -172,22 +171,18 @@ int run_train_command(const std::vector<std::string>& argv, const std::string& a
   const std::string load = load_average();
   if (!load.empty()) std::printf(", load average %s", load.c_str());
   std::printf("\n");
-  const unsigned cores = std::thread::hardware_concurrency();
-  if (!load.empty() && cores > 0 && std::strtod(load.c_str(), nullptr) > cores) {
-    std::printf(
-        "warning: load average above the %u cores: other processes share the CPUs, so "
-        "both columns are slowed unevenly; rerun on an idle machine\n",
-        cores);
+  if (const std::string warning = overload_warning(load); !warning.empty()) {
+    std::printf("%s\n", warning.c_str());
   }
 
-  // Each round runs every shape on our side, then the peer's; with --rounds > 1 the medians over
-  // rounds are reported, and the peaks of each side's first measurement.
+  // Each round runs every shape on our side, then the peer's (see PeerRounds); the peaks are
+  // each side's first measurement.
   const size_t shapes = args.shapes.size();
-  std::vector<std::vector<double>> ours_rounds(shapes), peer_rounds(shapes);
-  std::vector<std::string> round_ratios(shapes);
+  std::vector<int> ids(shapes);
+  for (size_t i = 0; i < shapes; ++i) ids[i] = int(i);
+  PeerRounds rounds(ids, args.rounds);
   std::vector<TrainStepResult> ours(shapes);
   std::vector<std::string> failures;
-  PeerResult peer;
   CpuTimes ours_spent, peer_spent;  // summed over the rounds
   for (int round = 0; round < args.rounds; ++round) {
     TrainBenchOptions opts = args.bench;
@@ -202,7 +197,7 @@ int run_train_command(const std::vector<std::string>& argv, const std::string& a
         const TrainStepResult r = time_train_step(config, {b, t}, opts);
         std::fprintf(stderr, "%.3f s/step, loss %.3f\n", r.step_seconds, r.last_loss);
         if (!r.profile_report.empty()) std::printf("%s\n", r.profile_report.c_str());
-        ours_rounds[i].push_back(r.step_seconds);
+        rounds.add_ours(round, i, r.step_seconds);
         if (round == 0) {
           // Later rounds start with the allocator's cache of earlier shapes' blocks resident, so
           // only the first round's peaks compare with a single run's.
@@ -225,48 +220,20 @@ int run_train_command(const std::vector<std::string>& argv, const std::string& a
     std::fprintf(stderr, "[bench] running the PyTorch peer (%zu shapes, round %d) ...\n", shapes,
                  round + 1);
     const CpuTimes peer_begin = cpu_times();
-    PeerResult answer = run_torch_train_peer(train_spec_json(config, args), po);
+    const PeerResult answer = run_torch_train_peer(train_spec_json(config, args), po);
     peer_spent.add(cpu_times().since(peer_begin));
     if (!answer.available) {
       std::fprintf(stderr, "[bench] the peer failed in round %d: %s\n", round + 1,
                    answer.reason.c_str());
-      if (!peer.available) peer = answer;  // its reason is printed under the table
-      continue;
     }
-    if (!peer.available) {  // the first answer names the version and BLAS; rounds add times
-      peer = answer;
-      peer.seconds.clear();
-      peer.peak_rss_bytes.clear();
-    }
-    for (size_t i = 0; i < shapes; ++i) {
-      const auto it = answer.seconds.find(int(i));
-      if (it == answer.seconds.end() || it->second <= 0.0) continue;
-      peer_rounds[i].push_back(it->second);
-      const auto rss = answer.peak_rss_bytes.find(int(i));
-      if (rss != answer.peak_rss_bytes.end() && !peer.peak_rss_bytes.count(int(i))) {
-        peer.peak_rss_bytes[int(i)] = rss->second;  // its first answer's, as ours
-      }
-      if (ours_rounds[i].size() == size_t(round) + 1) {  // our side of this round succeeded
-        if (!round_ratios[i].empty()) round_ratios[i] += " ";
-        round_ratios[i] += format_number(it->second / ours_rounds[i].back(), 2);
-      }
-    }
+    rounds.add_peer(round, answer);
   }
-  for (size_t i = 0; i < shapes; ++i) {
-    // A shape that failed in any round is reported failed.
-    ours[i].step_seconds =
-        ours_rounds[i].size() == size_t(args.rounds) ? median_of(ours_rounds[i]) : 0.0;
-    if (peer.available) {
-      if (peer_rounds[i].empty()) {
-        peer.seconds.erase(int(i));
-      } else {
-        peer.seconds[int(i)] = median_of(peer_rounds[i]);
-      }
-    }
-  }
+  // A shape that failed in any round is reported failed (step_seconds 0).
+  for (size_t i = 0; i < shapes; ++i) ours[i].step_seconds = rounds.ours_median(i);
+  const PeerResult peer = rounds.peer();
   const double ours_steal = ours_spent.steal_share(), peer_steal = peer_spent.steal_share();
 
-  std::printf("%s", results_table(args, ours, peer, round_ratios).render().c_str());
+  std::printf("%s", results_table(args, ours, peer, rounds.round_ratios()).render().c_str());
   if (peer.available) {
     std::printf(
         "PyTorch %s eager, %d threads, BLAS %s. ratio = Tessera / PyTorch tokens/s "
