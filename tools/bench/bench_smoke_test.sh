@@ -51,6 +51,20 @@ grep -q "^PyTorch peer unavailable: /nonexistent/python3 not found" <<<"$out" ||
 "$bench" --no-peer --filter no_such_op >/dev/null 2>&1
 [ $? -eq 2 ] || fail "expected exit status 2 for a filter that matches nothing"
 
+# The linears' forward and backward rows, here a tensor-parallel shard, beside the PyTorch peer.
+out="$("$bench" kernels --quick --threads 1 --filter "tp8 (1024, 96)" 2>/dev/null)"
+[ $? -eq 0 ] || fail "expected exit status 0 for the linear rows"
+echo "$out"
+for op in linear linear_bwd; do
+  row=$(grep -E "^\| $op +\| tp8 \(1024, 96\) -> \(1024, 768\) +\|" <<<"$out")
+  [ -n "$row" ] || fail "expected a $op row for the tp8 shard, got: $out"
+  msg=$(positive_cells "$row" 3) || fail "$op row: $msg: $row"
+  if grep -q "^PyTorch .* eager" <<<"$out"; then  # the peer answered: both columns and a ratio
+    grep -qE "GFLOP/s \| +[0-9.]+ GFLOP/s \| +[0-9.]+x \|" <<<"$row" ||
+      fail "expected $op's PyTorch figure and ratio, got: $row"
+  fi
+done
+
 # ---- gemm: OpenBLAS pinned to the ISA's kernels, the tensor-parallel shards ----
 out="$("$bench" gemm --quick --isa avx2 --threads 1 --filter "T=256 768->768 " 2>/dev/null)"
 status=$?

@@ -34,7 +34,14 @@ TEST_CASE("gpt2_cases covers every op at both sizes with unique ids") {
     CHECK(c.work > 0.0);
   }
   CHECK(ids.size() == cases.size());
-  CHECK(ops.count("linear") == 8);
+  // 8 full linears and 9 distinct tensor-parallel shards, forward and backward.
+  CHECK(ops.count("linear") == 17);
+  CHECK(ops.count("linear_bwd") == 17);
+  std::set<std::vector<int64_t>> linear_dims;
+  for (const auto& c : cases) {
+    if (c.op == "linear") linear_dims.insert(c.dims);
+  }
+  CHECK(linear_dims.size() == 17);
   for (const char* op : {"layer_norm", "layer_norm_bwd", "softmax", "softmax_bwd", "gelu_tanh",
                          "gelu_tanh_bwd", "attention", "attention_fwd_bwd"}) {
     CHECK(ops.count(op) == 2);
@@ -53,6 +60,11 @@ TEST_CASE("work counts: GEMM flops, causal attention flops, memory-bound bytes")
   CHECK(fc.metric == Metric::gflops);
   CHECK(fc.work == 2.0 * 1024 * 768 * 3072);
   CHECK(fc.shape == "(1024, 768) -> (1024, 3072)");
+  CHECK(find("linear_bwd", {1024, 768, 3072}).work == 2 * fc.work);  // dX and dW
+  // The attention output's input split 8 ways; fc2 split 8 ways is tp2's attention output shard.
+  CHECK(find("linear", {1024, 96, 768}).shape == "tp8 (1024, 96) -> (1024, 768)");
+  CHECK(find("linear", {1024, 384, 768}).shape == "tp2 (1024, 384) -> (1024, 768)");
+  CHECK(find("linear", {1024, 768, 1152}).shape == "tp2 (1024, 768) -> (1024, 1152)");
 
   const BenchCase attn = find("attention", {1, 12, 1024, 64});
   CHECK(attn.work == 4.0 * 12 * 1024 * 1024 * 64 / 2);
@@ -79,7 +91,9 @@ TEST_CASE("filter_cases matches op names and shapes") {
   REQUIRE(ln.size() == 4);
   for (const auto& c : ln) CHECK(c.op.rfind("layer_norm", 0) == 0);
   CHECK(filter_cases(all, "T1024").size() == 2);          // attention fwd and fwd+bwd
-  CHECK(filter_cases(all, "-> (256, 768)").size() == 2);  // 768->768 and 3072->768 at 256 tokens
+  // 768->768 and 3072->768 at 256 tokens, forward and backward.
+  CHECK(filter_cases(all, "-> (256, 768)").size() == 4);
+  CHECK(filter_cases(all, "linear (").size() == 8);  // the full linears' forward; "tp" shards follow
   CHECK(filter_cases(all, "").size() == all.size());
   CHECK(filter_cases(all, "nothing like this").empty());
   // Ids survive filtering, so the peer's answers still line up.

@@ -2,8 +2,10 @@
 // counts that turn a time into GFLOP/s or GB/s.
 #include "tools/bench/cases.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 namespace tessera::bench {
 namespace {
@@ -35,11 +37,33 @@ std::vector<BenchCase> gpt2_cases() {
   const int64_t linears[][2] = {
       {kHidden, 3 * kHidden}, {kHidden, kHidden}, {kHidden, kMlp}, {kMlp, kHidden}};
 
-  for (int64_t n : token_counts) {
-    for (const auto& l : linears) {
-      const int64_t k = l[0], m = l[1];
-      add("linear", {n, k, m}, pair_str(n, k) + " -> " + pair_str(n, m), Metric::gflops,
-          2.0 * n * k * m);
+  // The forward (x W^T + b) and backward (dX = dY W, dW = dY^T X, db) of each linear.
+  for (const char* op : {"linear", "linear_bwd"}) {
+    const double products = std::string(op) == "linear" ? 1 : 2;
+    for (int64_t n : token_counts) {
+      for (const auto& l : linears) {
+        const int64_t k = l[0], m = l[1];
+        add(op, {n, k, m}, pair_str(n, k) + " -> " + pair_str(n, m), Metric::gflops,
+            products * 2.0 * n * k * m);
+      }
+    }
+    // The shards 1D tensor parallelism gives each of P ranks at 1024 tokens: the q|k|v projection
+    // and the MLP's first linear split their outputs (column parallel), the attention output and
+    // the MLP's second linear their inputs (row parallel). A shard that is a full shape or an
+    // earlier shard (tp4's 768 -> 768) is not repeated.
+    std::vector<std::pair<int64_t, int64_t>> seen = {{kHidden, kHidden}};
+    for (int64_t p : {2, 4, 8}) {
+      const int64_t shards[][2] = {{kHidden, 3 * kHidden / p},
+                                   {kHidden / p, kHidden},
+                                   {kHidden, kMlp / p},
+                                   {kMlp / p, kHidden}};
+      for (const auto& sh : shards) {
+        const int64_t k = sh[0], m = sh[1], n = 1024;
+        if (std::find(seen.begin(), seen.end(), std::make_pair(k, m)) != seen.end()) continue;
+        seen.emplace_back(k, m);
+        add(op, {n, k, m}, "tp" + std::to_string(p) + " " + pair_str(n, k) + " -> " + pair_str(n, m),
+            Metric::gflops, products * 2.0 * n * k * m);
+      }
     }
   }
   for (int64_t n : token_counts) {

@@ -19,7 +19,8 @@ struct BenchCase {
   double work = 0.0;  // flops or bytes per call
 };
 
-// Every case, in table order. dims: linear (M, K, N); layer_norm*, gelu_tanh* (N, C);
+// Every case, in table order. dims: linear* (M, K, N), the weight (N, K); layer_norm*, gelu_tanh*
+// (N, C);
 // softmax* (rows, cols); attention* (B, H, T, D), causal.
 std::vector<BenchCase> gpt2_cases();
 

@@ -85,14 +85,15 @@ struct GemmCase {
   int64_t m, n, k;
 };
 
-// A linear (in -> out) over `tokens` rows runs three products: y = x W, dX = dY W^T, dW = X^T dY.
+// A linear (in -> out) over `tokens` rows runs three products, with the weight W stored (out, in) as
+// Tessera's Linear and torch.nn.Linear store it: y = x W^T, dX = dY W, dW = dY^T X.
 void add_linear(std::vector<GemmCase>& cases, const std::string& tag, int64_t tokens, int64_t in,
                 int64_t out) {
   const std::string name = "T=" + std::to_string(tokens) + " " + tag + std::to_string(in) + "->" +
                            std::to_string(out);
-  for (const GemmCase& g : {GemmCase{name + " fwd", false, false, tokens, out, in},
-                            GemmCase{name + " dX", false, true, tokens, in, out},
-                            GemmCase{name + " dW", true, false, in, out, tokens}}) {
+  for (const GemmCase& g : {GemmCase{name + " fwd", false, true, tokens, out, in},
+                            GemmCase{name + " dX", false, false, tokens, in, out},
+                            GemmCase{name + " dW", true, false, out, in, tokens}}) {
     // Two splits can cut the same shard (tp4: fc1's 768->768 and fc2's): time it once.
     const bool seen = std::any_of(cases.begin(), cases.end(), [&](const GemmCase& c) {
       return c.trans_a == g.trans_a && c.trans_b == g.trans_b && c.m == g.m && c.n == g.n &&
@@ -222,8 +223,9 @@ int run_gemm_command(const std::vector<std::string>& argv) {
   std::printf("%s\n", args.quick ? " (quick: few repetitions)" : "");
   for (GemmIsa isa : args.isas) run_isa(isa, cases, args, threads);
   std::printf(
-      "GFLOP/s count 2*M*N*K; times are medians. fwd = x W, dX = dY W^T, dW = X^T dY; tpP = "
-      "Megatron's 1D shard over P ranks. ratio = Tessera / OpenBLAS throughput.\n");
+      "GFLOP/s count 2*M*N*K; times are medians. fwd = x W^T, dX = dY W, dW = dY^T X with W "
+      "(out, in); tpP = Megatron's 1D shard over P ranks. ratio = Tessera / OpenBLAS "
+      "throughput.\n");
   return 0;
 }
 

@@ -18,6 +18,20 @@ double time_linear(const std::vector<int64_t>& d, const TimingOptions& t) {
   return median_seconds([&] { linear(x, w, b); }, t);
 }
 
+// The three results of a linear's backward, by the calls autograd's LinearBackward makes: dX = dY W,
+// dW = dY^T X (the weight's (N, K) layout) and db = the column sums of dY.
+double time_linear_backward(const std::vector<int64_t>& d, const TimingOptions& t) {
+  const int64_t m = d[0], k = d[1], n = d[2];
+  const Tensor x = randn({m, k}), w = randn({n, k}), gy = randn({m, n});
+  return median_seconds(
+      [&] {
+        matmul(gy, w);
+        matmul(transpose(gy, 0, 1), x);
+        sum(gy, {0});
+      },
+      t);
+}
+
 double time_layer_norm(const std::vector<int64_t>& d, bool backward, const TimingOptions& t) {
   const int64_t n = d[0], c = d[1];
   const Tensor x = randn({n, c}), w = randn({c}), b = randn({c});
@@ -80,6 +94,7 @@ double time_tessera(const BenchCase& c, const TimingOptions& timing) {
   autograd::NoGradGuard no_grad;
   const std::string& op = c.op;
   if (op == "linear") return time_linear(c.dims, timing);
+  if (op == "linear_bwd") return time_linear_backward(c.dims, timing);
   if (op == "layer_norm" || op == "layer_norm_bwd")
     return time_layer_norm(c.dims, op == "layer_norm_bwd", timing);
   if (op == "softmax" || op == "softmax_bwd")

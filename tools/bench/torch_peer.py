@@ -136,6 +136,17 @@ def make_case(torch, op, dims):
         m, k, n = dims
         x, w, b = randn(m, k), randn(n, k), randn(n)
         return lambda: F.linear(x, w, b)
+    if op == "linear_bwd":
+        # What a linear's backward computes, each result in its parameter's layout.
+        m, k, n = dims
+        x, w, gy = randn(m, k), randn(n, k), randn(m, n)
+
+        def backward():
+            torch.mm(gy, w)
+            torch.mm(gy.t(), x)
+            gy.sum(0)
+
+        return backward
     if op in ("layer_norm", "layer_norm_bwd"):
         n, c = dims
         x, w, b = randn(n, c), randn(c), randn(c)
