@@ -202,8 +202,13 @@ TEST_CASE("sgemm adds a bias to every row", "[gemm]") {
   check_product(s, a, b, got, got, bias);
 }
 
-TEST_CASE("sgemm threaded paths: split columns, split rows, several k and m blocks", "[gemm]") {
-  const int64_t sizes[][3] = {{256, 768, 300}, {300, 40, 500}, {2100, 200, 16}, {90, 500, 1000}};
+TEST_CASE("sgemm threaded paths: a shared A block, rows or columns owned, several k and m blocks",
+          "[gemm]") {
+  // With two threads: threads own columns where packing A costs less than packing B (256 x 768,
+  // 90 x 500, and 1100 x 2400 over two m-blocks), rows where it does not (2100 x 200, 300 x 40),
+  // and share one A block where the rows are too few (20 x 700).
+  const int64_t sizes[][3] = {{256, 768, 300},  {300, 40, 500},  {2100, 200, 16},
+                              {90, 500, 1000},  {20, 700, 400},  {1100, 2400, 24}};
   for (GemmIsa isa : host_isas()) {
     for (const auto& size : sizes) {
       for (int t = 0; t < 4; ++t) {
