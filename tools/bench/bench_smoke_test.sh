@@ -155,7 +155,7 @@ if /usr/bin/python3 -c "import torch" 2>/dev/null; then
   [ $? -eq 0 ] || fail "kernels --rounds 2: expected exit status 0"
   grep -qE "^\| layer_norm +\| \(256, 768\) +\|.*\| +[0-9.]+x \|.*\| +[0-9.]+ [0-9.]+ \|$" \
     <<<"$out" || fail "kernels --rounds 2: expected two ratios in the row, got: $out"
-  grep -q "^2 rounds, Tessera then PyTorch in each" <<<"$out" ||
+  grep -q "^2 rounds of every case, Tessera then PyTorch in turn" <<<"$out" ||
     fail "kernels --rounds 2: expected the rounds note"
 else
   echo "bench_smoke_test: /usr/bin/python3 has no torch; the train peer is not checked"

@@ -349,38 +349,57 @@ TEST_CASE("parse_peer_output reads results, errors and garbage") {
   CHECK_FALSE(parse_peer_output("{\"threads\": 2}").available);
 }
 
-TEST_CASE("run_torch_peer reports a missing interpreter or script as unavailable") {
+TEST_CASE("TorchPeerSession reports a missing interpreter, script or a dead peer") {
   const auto cases = filter_cases(gpt2_cases(), "layer_norm");
   PeerOptions po;
   po.python = "/nonexistent/python3";
   po.script = "/nonexistent/torch_peer.py";
-  const PeerResult no_python = run_torch_peer(cases, po);
-  CHECK_FALSE(no_python.available);
-  CHECK(no_python.reason.find("/nonexistent/python3") != std::string::npos);
+  TorchPeerSession no_python(po);
+  const PeerResult r1 = no_python.time(cases);
+  CHECK_FALSE(r1.available);
+  CHECK(r1.reason.find("/nonexistent/python3") != std::string::npos);
   po.python = "/bin/sh";
-  const PeerResult no_script = run_torch_peer(cases, po);
-  CHECK_FALSE(no_script.available);
-  CHECK(no_script.reason.find("torch_peer.py not found") != std::string::npos);
+  TorchPeerSession no_script(po);
+  const PeerResult r2 = no_script.time(cases);
+  CHECK_FALSE(r2.available);
+  CHECK(r2.reason.find("torch_peer.py not found") != std::string::npos);
+  // A "peer" that exits at once: the reason names its status, and later calls repeat it.
+  po.python = "/bin/false";
+  po.script = "/dev/null";
+  TorchPeerSession dead(po);
+  const PeerResult r3 = dead.time(cases);
+  CHECK_FALSE(r3.available);
+  CHECK(r3.reason.find("the peer exited with status 1") != std::string::npos);
+  CHECK(dead.time(cases).reason == r3.reason);
 }
 
-TEST_CASE("torch_peer.py times the layer-norm cases (or says why it cannot)") {
+TEST_CASE("torch_peer.py --serve times the layer-norm cases, one request after another") {
   PeerOptions po;
   po.script = find_peer_script("");
   REQUIRE_FALSE(po.script.empty());  // a data dependency of this test
   po.threads = 1;
   po.timing = quick_timing();
-  const auto cases = filter_cases(gpt2_cases(), "layer_norm (256");
-  REQUIRE(cases.size() == 1);
-  const PeerResult r = run_torch_peer(cases, po);
+  const auto all = gpt2_cases();
+  const auto small = filter_cases(all, "layer_norm (256");
+  const auto large = filter_cases(all, "layer_norm (1024");
+  REQUIRE(small.size() == 1);
+  REQUIRE(large.size() == 1);
+  TorchPeerSession peer(po);
+  const PeerResult r = peer.time(small);
   if (!r.available) {
     WARN("PyTorch peer unavailable: " << r.reason);
     CHECK_FALSE(r.reason.empty());
     return;
   }
   CHECK(r.threads == 1);
-  REQUIRE(r.seconds.count(cases[0].id) == 1);
-  CHECK(r.seconds.at(cases[0].id) > 0.0);
-  CHECK(r.seconds.at(cases[0].id) < 1.0);  // 0.8 MB of layer norm
+  REQUIRE(r.seconds.count(small[0].id) == 1);
+  CHECK(r.seconds.at(small[0].id) > 0.0);
+  CHECK(r.seconds.at(small[0].id) < 1.0);  // 0.8 MB of layer norm
+  // The same process answers the next request, with that case's id only.
+  const PeerResult next = peer.time(large);
+  REQUIRE(next.available);
+  CHECK(next.seconds.size() == 1);
+  CHECK(next.seconds.at(large[0].id) > 0.0);
 }
 
 TEST_CASE("parse_peer_output reads the train mode's peak RSS") {

@@ -1,9 +1,10 @@
 // `bench kernels`: times Tessera's kernels on the GPT-2 124M shapes and prints them beside
-// PyTorch (CPU, eager) measured in the same run, with the ratio Tessera/PyTorch (> 1: Tessera is
-// faster).
+// PyTorch (CPU, eager) measured in the same run, case by case in alternation, with the ratio
+// Tessera/PyTorch (> 1: Tessera is faster).
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,8 +30,8 @@ const char* const kKernelsUsage =
     "  --quick        few repetitions (smoke tests); numbers are rough\n"
     "  --filter S     only cases whose \"op shape\" contains S (e.g. layer_norm, attention)\n"
     "  --no-peer      skip PyTorch\n"
-    "  --rounds N     measure both sides N times, alternating Tessera and PyTorch, and report\n"
-    "                 the medians over rounds and each round's ratio (default 1)\n"
+    "  --rounds N     time every case N times on both sides and report the medians over rounds\n"
+    "                 and each round's ratio (default 1)\n"
     "  --python PATH  interpreter for the peer (default /usr/bin/python3)\n"
     "  --peer-script PATH  torch_peer.py (default: found beside the binary)\n";
 
@@ -125,43 +126,51 @@ int run_kernels_command(const std::vector<std::string>& argv, const std::string&
     std::printf("%s\n", warning.c_str());
   }
 
-  // Each round times every case on our side, then the peer's (see PeerRounds).
+  // Each case is timed on our side, then by the peer, in turn; --rounds repeats that for every
+  // case, and PeerRounds takes the medians.
   std::vector<int> ids;
   for (const BenchCase& c : cases) ids.push_back(c.id);
   PeerRounds rounds(ids, args.rounds);
   std::vector<std::string> failures;
-  CpuTimes ours_spent, peer_spent;  // summed over the rounds
-  for (int round = 0; round < args.rounds; ++round) {
-    const CpuTimes ours_begin = cpu_times();
-    for (size_t i = 0; i < cases.size(); ++i) {
-      const BenchCase& c = cases[i];
-      std::fprintf(stderr, "[bench] tessera %s %s (round %d) ... ", c.op.c_str(), c.shape.c_str(),
-                   round + 1);
-      try {
-        const double seconds = time_tessera(c, timing);
-        rounds.add_ours(round, i, seconds);
-        std::fprintf(stderr, "%.3f ms\n", seconds * 1e3);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "failed\n");
-        const std::string failure = c.op + " " + c.shape + ": " + e.what();
-        if (std::find(failures.begin(), failures.end(), failure) == failures.end()) {
-          failures.push_back(failure);
-        }
-      }
-    }
-    ours_spent.add(cpu_times().since(ours_begin));
-
-    if (!args.peer) continue;
+  CpuTimes ours_spent, peer_spent;  // summed over the calls
+  std::optional<TorchPeerSession> peer_session;
+  if (args.peer) {
     PeerOptions po;
     po.python = args.python;
     po.script = args.peer_script.empty() ? find_peer_script(argv0) : args.peer_script;
     po.threads = threads;
     po.timing = timing;
-    std::fprintf(stderr, "[bench] running the PyTorch peer (%zu cases, round %d) ...\n",
-                 cases.size(), round + 1);
-    const CpuTimes peer_begin = cpu_times();
-    rounds.add_peer(round, run_torch_peer(cases, po));
-    peer_spent.add(cpu_times().since(peer_begin));
+    std::fprintf(stderr, "[bench] starting the PyTorch peer ...\n");
+    peer_session.emplace(po);
+  }
+  for (int round = 0; round < args.rounds; ++round) {
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const BenchCase& c = cases[i];
+      std::fprintf(stderr, "[bench] %s %s (round %d): tessera ", c.op.c_str(), c.shape.c_str(),
+                   round + 1);
+      const CpuTimes ours_begin = cpu_times();
+      try {
+        const double seconds = time_tessera(c, timing);
+        rounds.add_ours(round, i, seconds);
+        std::fprintf(stderr, "%.3f ms", seconds * 1e3);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "failed");
+        const std::string failure = c.op + " " + c.shape + ": " + e.what();
+        if (std::find(failures.begin(), failures.end(), failure) == failures.end()) {
+          failures.push_back(failure);
+        }
+      }
+      ours_spent.add(cpu_times().since(ours_begin));
+      if (peer_session) {
+        const CpuTimes peer_begin = cpu_times();
+        const PeerResult answer = peer_session->time({c});
+        peer_spent.add(cpu_times().since(peer_begin));
+        const auto it = answer.seconds.find(c.id);
+        if (it != answer.seconds.end()) std::fprintf(stderr, ", pytorch %.3f ms", it->second * 1e3);
+        rounds.add_peer(round, answer);
+      }
+      std::fprintf(stderr, "\n");
+    }
   }
   std::vector<double> ours(cases.size());
   for (size_t i = 0; i < cases.size(); ++i) ours[i] = rounds.ours_median(i);
@@ -189,8 +198,10 @@ int run_kernels_command(const std::vector<std::string>& argv, const std::string&
       "GFLOP/s count 2*M*N*K per GEMM; attention 4*B*H*T*T*D halved for the causal mask, "
       "fwd+bwd 3.5x that. GB/s count bytes read + written once. Times are medians.\n");
   if (args.rounds > 1) {
-    std::printf("%d rounds, Tessera then PyTorch in each: times are the medians over rounds.\n",
-                args.rounds);
+    std::printf(
+        "%d rounds of every case, Tessera then PyTorch in turn: times are the medians over "
+        "rounds.\n",
+        args.rounds);
   }
   for (const std::string& f : failures) std::printf("FAILED %s\n", f.c_str());
   return failures.empty() ? 0 : 1;

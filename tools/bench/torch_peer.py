@@ -1,16 +1,19 @@
 #!/usr/bin/python3
 """PyTorch (eager) peer for `bench kernels`, `bench train` and `bench cuda`: same work, same shapes.
 
---spec FILE (bench kernels): a JSON list of cases ({"id", "op", "dims"}); each op is timed with the
-same protocol as the C++ side (warm-up, then the median of repetitions).
+--serve (bench kernels): one JSON list of cases ({"id", "op", "dims"}) per line of stdin, each
+answered by one line on stdout, until stdin closes, so the bench can alternate the two sides case by
+case; each op is timed with the same protocol as the C++ side (warm-up, then the median of
+repetitions).
 --train-spec FILE (bench train): {"config": GPTConfig JSON, "shapes": [{"id", "batch", "seq"}],
 "warmup", "steps", "lr", "weight_decay"}; per shape a fresh GPT (torch_gpt.py) and AdamW, warm-up
 steps, then the median of `steps` timed steps (forward, backward, AdamW step), and the process's
 peak RSS during that shape.
 --cuda-spec FILE --device N (bench cuda): one section of GPU cases (GEMMs, flash attention, the GPT
 training step) on cuda:N; see torch_cuda_peer.py.
-Prints one JSON object on stdout: {"torch_version", "threads", "blas"[, "device"], "results":
-[{"id", "seconds"[, "peak_rss_bytes" | "peak_device_bytes"]}]} or {"error": "..."}.
+Prints one JSON object on stdout (--serve: one line per request): {"torch_version", "threads",
+"blas"[, "device"], "results": [{"id", "seconds"[, "peak_rss_bytes" | "peak_device_bytes"]}]} or
+{"error": "..."}.
 Run it with Debian's /usr/bin/python3 (the one that sees python3-torch); the bench sets
 OPENBLAS_CORETYPE to the kernel family of the host's ISA (OpenBLAS 0.3.21's own detection falls back
 to SSE3 kernels on CPUs newer than itself), and "blas" names the family OpenBLAS reports it runs.
@@ -215,9 +218,10 @@ def time_cases(torch, cases, args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     modes = parser.add_mutually_exclusive_group(required=True)
-    modes.add_argument("--spec", help="JSON file: list of {id, op, dims} (bench kernels)")
     modes.add_argument("--train-spec", help="JSON file: GPT config and shapes (bench train)")
     modes.add_argument("--cuda-spec", help="JSON file: one section of GPU cases (bench cuda)")
+    modes.add_argument("--serve", action="store_true",
+                       help="answer one case list per stdin line (bench kernels)")
     parser.add_argument("--device", type=int, default=0, help="CUDA device index (--cuda-spec)")
     parser.add_argument("--threads", type=int, required=True)
     parser.add_argument("--warmup", type=int, default=2)
@@ -243,18 +247,25 @@ def main():
                            "blas": "cuBLAS"})
         print(json.dumps(answer))
         return 0
-    if args.train_spec:
-        with open(args.train_spec) as f:
-            results = time_train_steps(torch, json.load(f))
-    else:
-        with open(args.spec) as f:
-            results = time_cases(torch, json.load(f), args)
-    print(json.dumps({
-        "torch_version": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "blas": loaded_blas(),
-        "results": results,
-    }))
+
+    def answer_with(results):
+        return json.dumps({
+            "torch_version": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "blas": loaded_blas(),
+            "results": results,
+        })
+
+    if args.serve:
+        for line in sys.stdin:
+            try:
+                reply = answer_with(time_cases(torch, json.loads(line), args))
+            except Exception as e:  # a bad request is answered, and the next one served
+                reply = json.dumps({"error": f"{type(e).__name__}: {e}"})
+            print(reply, flush=True)
+        return 0
+    with open(args.train_spec) as f:
+        print(answer_with(time_train_steps(torch, json.load(f))))
     return 0
 
 

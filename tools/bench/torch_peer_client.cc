@@ -1,10 +1,12 @@
 // Spawning the PyTorch peer: spec file out, JSON in, with OpenBLAS on the host ISA's kernels.
 #include "tools/bench/torch_peer_client.h"
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -106,34 +108,65 @@ std::string resolve_program(const std::string& python) {
   return "";
 }
 
-// Writes spec_json to a temporary file and runs `python script <spec_flag> FILE --threads N
-// <extra>`; the answer's JSON is parsed, failures become a reason.
-PeerResult run_peer(const char* spec_flag, const std::string& spec_json, const std::string& extra,
-                    const PeerOptions& opts) {
-  PeerResult r;
+// The peer's interpreter, resolved, or "" with the reason why it cannot run.
+std::string peer_python(const PeerOptions& opts, std::string& reason) {
   const std::string python = resolve_program(opts.python);
   if (python.empty() || !fs::exists(python)) {
-    r.reason = opts.python + " not found";
-    return r;
+    reason = opts.python + " not found";
+    return "";
   }
   if (opts.script.empty() || !fs::exists(opts.script)) {
-    r.reason = "torch_peer.py not found" + (opts.script.empty() ? "" : " at " + opts.script);
-    return r;
+    reason = "torch_peer.py not found" + (opts.script.empty() ? "" : " at " + opts.script);
+    return "";
   }
+  return python;
+}
+
+// `env ... python script <args> --threads N`: OpenBLAS runs the kernels of the host's ISA (see
+// openblas_coretype_for_host: its own detection can fall back to SSE3 ones), whatever
+// OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE the caller set.
+std::vector<std::string> peer_command(const std::string& python, const PeerOptions& opts,
+                                      const std::vector<std::string>& args) {
+  const std::string threads = std::to_string(opts.threads);
+  const std::string core = openblas_coretype_for_host();
+  std::vector<std::string> cmd = {"env", "-u", "OPENBLAS_CORETYPE", "-u", "OPENBLAS_L2_SIZE"};
+  if (!core.empty()) cmd.push_back("OPENBLAS_CORETYPE=" + core);
+  cmd.push_back("OMP_NUM_THREADS=" + threads);
+  cmd.insert(cmd.end(), {python, opts.script});
+  cmd.insert(cmd.end(), args.begin(), args.end());
+  cmd.insert(cmd.end(), {"--threads", threads});
+  return cmd;
+}
+
+// The timing protocol's flags, so both sides measure alike.
+std::vector<std::string> timing_args(const TimingOptions& t) {
+  return {"--warmup",   std::to_string(t.warmup),   "--min-seconds", std::to_string(t.min_seconds),
+          "--min-reps", std::to_string(t.min_reps), "--max-reps",    std::to_string(t.max_reps)};
+}
+
+std::string exit_reason(int status, const std::string& reason) {
+  return "the peer exited with status " +
+         std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + " (" + reason + ")";
+}
+
+// Writes spec_json to a temporary file and runs the peer with `<spec_flag> FILE <extra>`; the
+// answer's JSON is parsed, failures become a reason.
+PeerResult run_peer(const char* spec_flag, const std::string& spec_json,
+                    const std::vector<std::string>& extra, const PeerOptions& opts) {
+  PeerResult r;
+  const std::string python = peer_python(opts, r.reason);
+  if (python.empty()) return r;
   SpecFile spec(spec_json);
   if (spec.path().empty()) {
     r.reason = "could not create a temporary spec file";
     return r;
   }
-  // OpenBLAS runs the kernels of the host's ISA (see openblas_coretype_for_host: its own detection
-  // can fall back to SSE3 ones), whatever OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE the caller set.
-  const std::string threads = std::to_string(opts.threads);
-  const std::string core = openblas_coretype_for_host();
-  const std::string cmd = "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE " +
-                          (core.empty() ? "" : "OPENBLAS_CORETYPE=" + core + " ") +
-                          "OMP_NUM_THREADS=" + threads + " " + shell_quote(python) + " " +
-                          shell_quote(opts.script) + " " + spec_flag + " " +
-                          shell_quote(spec.path()) + " --threads " + threads + extra;
+  std::vector<std::string> args = {spec_flag, spec.path()};
+  args.insert(args.end(), extra.begin(), extra.end());
+  std::string cmd;
+  for (const std::string& word : peer_command(python, opts, args)) {
+    cmd += (cmd.empty() ? "" : " ") + shell_quote(word);
+  }
   std::fflush(stdout);
   FILE* pipe = ::popen(cmd.c_str(), "r");
   if (!pipe) {
@@ -147,29 +180,104 @@ PeerResult run_peer(const char* spec_flag, const std::string& spec_json, const s
   const int status = ::pclose(pipe);
   r = parse_peer_output(out);
   if (!r.available && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
-    r.reason = "the peer exited with status " +
-               std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + " (" + r.reason + ")";
+    r.reason = exit_reason(status, r.reason);
   }
   return r;
 }
 
 }  // namespace
 
-PeerResult run_torch_peer(const std::vector<BenchCase>& cases, const PeerOptions& opts) {
-  const TimingOptions& t = opts.timing;
-  return run_peer("--spec", cases_to_json(cases),
-                  " --warmup " + std::to_string(t.warmup) + " --min-seconds " +
-                      std::to_string(t.min_seconds) + " --min-reps " + std::to_string(t.min_reps) +
-                      " --max-reps " + std::to_string(t.max_reps),
-                  opts);
-}
-
 PeerResult run_torch_train_peer(const std::string& spec_json, const PeerOptions& opts) {
-  return run_peer("--train-spec", spec_json, "", opts);
+  return run_peer("--train-spec", spec_json, {}, opts);
 }
 
 PeerResult run_torch_cuda_peer(const std::string& spec_json, int device, const PeerOptions& opts) {
-  return run_peer("--cuda-spec", spec_json, " --device " + std::to_string(device), opts);
+  return run_peer("--cuda-spec", spec_json, {"--device", std::to_string(device)}, opts);
+}
+
+TorchPeerSession::TorchPeerSession(const PeerOptions& opts) {
+  const std::string python = peer_python(opts, failure_);
+  if (python.empty()) return;
+  std::vector<std::string> args = {"--serve"};
+  const std::vector<std::string> timing = timing_args(opts.timing);
+  args.insert(args.end(), timing.begin(), timing.end());
+  std::vector<std::string> words = peer_command(python, opts, args);
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+
+  int to_peer[2], from_peer[2];
+  if (::pipe2(to_peer, O_CLOEXEC) != 0) {
+    failure_ = "could not create a pipe";
+    return;
+  }
+  if (::pipe2(from_peer, O_CLOEXEC) != 0) {
+    ::close(to_peer[0]);
+    ::close(to_peer[1]);
+    failure_ = "could not create a pipe";
+    return;
+  }
+  std::fflush(stdout);
+  pid_ = ::fork();
+  if (pid_ == 0) {  // the child: its stdin and stdout are the pipes' far ends
+    ::dup2(to_peer[0], STDIN_FILENO);
+    ::dup2(from_peer[1], STDOUT_FILENO);
+    ::execvp(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(to_peer[0]);
+  ::close(from_peer[1]);
+  if (pid_ < 0) {
+    ::close(to_peer[1]);
+    ::close(from_peer[0]);
+    failure_ = "could not start " + python;
+    return;
+  }
+  // A peer that dies mid-request must give a reason, not kill the bench with SIGPIPE.
+  old_sigpipe_ = std::signal(SIGPIPE, SIG_IGN);
+  to_ = ::fdopen(to_peer[1], "w");
+  from_ = ::fdopen(from_peer[0], "r");
+}
+
+TorchPeerSession::~TorchPeerSession() { finish(); }
+
+int TorchPeerSession::finish() {
+  if (to_ != nullptr) std::fclose(to_);  // end of input: the peer exits
+  if (from_ != nullptr) std::fclose(from_);
+  to_ = from_ = nullptr;
+  int status = 0;
+  if (pid_ > 0) {
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    std::signal(SIGPIPE, old_sigpipe_);
+  }
+  return status;
+}
+
+PeerResult TorchPeerSession::time(const std::vector<BenchCase>& cases) {
+  PeerResult r;
+  if (!failure_.empty()) {
+    r.reason = failure_;
+    return r;
+  }
+  const std::string request = cases_to_json(cases) + "\n";
+  std::string line;
+  // A write to a peer that has exited fails; what it printed before (why) is still read.
+  std::fputs(request.c_str(), to_);
+  std::fflush(to_);
+  char buf[4096];
+  while (std::fgets(buf, sizeof(buf), from_) != nullptr) {
+    line += buf;
+    if (line.back() == '\n') break;
+  }
+  r = parse_peer_output(line);
+  if (line.empty()) {  // the peer is gone (torch missing answers, then exits at end of input)
+    failure_ = exit_reason(finish(), r.reason);
+    r.reason = failure_;
+  } else if (!r.available && r.reason.find("not importable") != std::string::npos) {
+    failure_ = r.reason;  // every later request would get the same answer
+  }
+  return r;
 }
 
 std::string find_peer_script(const std::string& argv0) {

@@ -3,6 +3,7 @@
 // measured in the same run on the same machine state.
 #pragma once
 
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -31,11 +32,35 @@ struct PeerResult {
   std::map<int, int64_t> peak_device_bytes;  // case id -> torch.cuda.max_memory_allocated (cuda)
 };
 
-// Never throws: a missing interpreter, script or torch gives available == false and a reason.
-PeerResult run_torch_peer(const std::vector<BenchCase>& cases, const PeerOptions& opts);
+// The peer kept running for many requests (`torch_peer.py --serve`), so bench kernels can time the
+// two sides case by case in alternation: on a host whose speed drifts over tens of seconds, a
+// round of every case on one side and then on the other compares different machines.
+class TorchPeerSession {
+ public:
+  // Starts the peer; a failure to start is reported by every time() call. Never throws.
+  explicit TorchPeerSession(const PeerOptions& opts);
+  ~TorchPeerSession();  // ends the peer's input and waits for it
+  TorchPeerSession(const TorchPeerSession&) = delete;
+  TorchPeerSession& operator=(const TorchPeerSession&) = delete;
+
+  // The peer's times for these cases (opts.timing's protocol). Never throws: a missing
+  // interpreter, script or torch gives available == false and a reason, and once the peer is gone
+  // or cannot import torch, every later call returns that reason.
+  PeerResult time(const std::vector<BenchCase>& cases);
+
+ private:
+  int finish();  // closes the pipes and reaps the peer; its wait status
+
+  std::string failure_;
+  int pid_ = -1;
+  FILE* to_ = nullptr;    // the peer's stdin
+  FILE* from_ = nullptr;  // its stdout
+  void (*old_sigpipe_)(int) = nullptr;
+};
 
 // The training-step mode (`torch_peer.py --train-spec`): spec_json is the object that script
-// documents ({"config", "shapes", "warmup", "steps", ...}); opts.timing is unused. Never throws.
+// documents ({"config", "shapes", "warmup", "steps", ...}); opts.timing is unused. Never throws: a
+// missing interpreter, script or torch gives available == false and a reason.
 PeerResult run_torch_train_peer(const std::string& spec_json, const PeerOptions& opts);
 
 // The GPU mode (`torch_peer.py --cuda-spec FILE --device N`, see torch_cuda_peer.py): spec_json is
