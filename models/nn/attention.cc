@@ -62,6 +62,11 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& key_padding_ma
   // T from the projection: under sequence parallelism x is a shard (B, T/P, C) and c_attn gathers.
   const int64_t b = qkv.size(0), t = qkv.size(1);
   Tensor heads = permute(reshape(qkv, {b, t, 3, h, d}), {2, 0, 3, 1, 4});  // (3, B, H, T, D)
+  // q, k, v as views of one split: its backward writes the three gradients into one (3, B, H, T,
+  // D) tensor in a pass, where three selects would each scatter into zeros of that size and
+  // their sum take two more passes.
+  const std::vector<Tensor> parts = tessera::split(heads, 1, 0);
+  const Tensor q = squeeze(parts[0], 0), k = squeeze(parts[1], 0), v = squeeze(parts[2], 0);
   AttentionArgs args;
   args.total_heads = spec_.n_heads;  // dropout draws the whole layer's mask at these heads
   args.head_offset = int64_t(split_.head_index) * h;
@@ -94,11 +99,9 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& key_padding_ma
     sa.gen = args.gen;
     sa.total_heads = args.total_heads;
     sa.head_offset = args.head_offset;
-    y = parallel::sequence::attention(select(heads, 0, 0), select(heads, 0, 1),
-                                      select(heads, 0, 2), sa);  // (B, H, T/S, D)
+    y = parallel::sequence::attention(q, k, v, sa);  // (B, H, T/S, D)
   } else {
-    y = scaled_dot_product_attention(select(heads, 0, 0), select(heads, 0, 1),
-                                     select(heads, 0, 2), args);  // (B, H, T, D)
+    y = scaled_dot_product_attention(q, k, v, args);  // (B, H, T, D)
   }
   y = reshape(transpose(y, 1, 2), {b, t, h * d});  // (B, T, H D)
   return resid_dropout_->forward(c_proj_->forward(y));
