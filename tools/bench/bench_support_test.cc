@@ -351,26 +351,25 @@ TEST_CASE("parse_peer_output reads results, errors and garbage") {
 
 TEST_CASE("TorchPeerSession reports a missing interpreter, script or a dead peer") {
   const auto cases = filter_cases(gpt2_cases(), "layer_norm");
-  PeerOptions po;
-  po.python = "/nonexistent/python3";
-  po.script = "/nonexistent/torch_peer.py";
-  TorchPeerSession no_python(po);
-  const PeerResult r1 = no_python.time(cases);
-  CHECK_FALSE(r1.available);
-  CHECK(r1.reason.find("/nonexistent/python3") != std::string::npos);
-  po.python = "/bin/sh";
-  TorchPeerSession no_script(po);
-  const PeerResult r2 = no_script.time(cases);
-  CHECK_FALSE(r2.available);
-  CHECK(r2.reason.find("torch_peer.py not found") != std::string::npos);
-  // A "peer" that exits at once: the reason names its status, and later calls repeat it.
-  po.python = "/bin/false";
-  po.script = "/dev/null";
-  TorchPeerSession dead(po);
-  const PeerResult r3 = dead.time(cases);
-  CHECK_FALSE(r3.available);
-  CHECK(r3.reason.find("the peer exited with status 1") != std::string::npos);
-  CHECK(dead.time(cases).reason == r3.reason);
+  // The reason a session with this interpreter and script gives for its first request, and
+  // (the same) for its second.
+  auto reason = [&](const std::string& python, const std::string& script) {
+    PeerOptions po;
+    po.python = python;
+    po.script = script;
+    TorchPeerSession peer(po);
+    const PeerResult first = peer.time(cases);
+    CHECK_FALSE(first.available);
+    CHECK(peer.time(cases).reason == first.reason);
+    return first.reason;
+  };
+  CHECK(reason("/nonexistent/python3", "/nonexistent/torch_peer.py").find("/nonexistent/python3") !=
+        std::string::npos);
+  CHECK(reason("/bin/sh", "/nonexistent/torch_peer.py").find("torch_peer.py not found") !=
+        std::string::npos);
+  // A "peer" that exits at once: the reason names its status.
+  CHECK(reason("/bin/false", "/dev/null").find("the peer exited with status 1") !=
+        std::string::npos);
 }
 
 TEST_CASE("torch_peer.py --serve times the layer-norm cases, one request after another") {

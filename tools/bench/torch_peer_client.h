@@ -37,7 +37,8 @@ struct PeerResult {
 // round of every case on one side and then on the other compares different machines.
 class TorchPeerSession {
  public:
-  // Starts the peer; a failure to start is reported by every time() call. Never throws.
+  // Starts the peer and waits until it has imported torch; a failure to start is reported by
+  // every time() call. Never throws.
   explicit TorchPeerSession(const PeerOptions& opts);
   ~TorchPeerSession();  // ends the peer's input and waits for it
   TorchPeerSession(const TorchPeerSession&) = delete;
