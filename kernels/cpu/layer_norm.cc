@@ -137,44 +137,53 @@ void layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& we
       int64_t block_grain = std::max<int64_t>(1, detail::row_grain(C) / kRowsPerBlock);
       parallel_for(blocks, block_grain, [&](int64_t bbegin, int64_t bend) {
         const size_t n = static_cast<size_t>(C);
-        std::vector<float> g_scratch, x_scratch, xhat(n), wg(n), out(n);
-        with_isa([&](auto) {
+        std::vector<float> g_scratch, x_scratch, out(n);
+        // Two passes over each row, sums then grad_x, in explicit vectors: the six one-term loops
+        // this replaces each reloaded and stored a row, which cost the AVX2 build 10-15% against
+        // PyTorch's kernel. Where no weight or no dw / db is wanted, ones and a discarded
+        // accumulator stand in, so the loops have no branches.
+        std::vector<float> ones(w_p ? 0 : n, 1.0f), unused_dw(want_dw ? 0 : n),
+            unused_db(want_db ? 0 : n);
+        const float* wv = w_p ? w_p : ones.data();
+        with_isa([&](auto isa) {
+          using V = detail::f32v<decltype(isa)>;
+          constexpr int64_t kLanes = decltype(isa)::kFloatLanes;
           for (int64_t blk = bbegin; blk < bend; ++blk) {
-            float* dw = want_dw ? dw_part.data() + blk * C : nullptr;
-            float* db = want_db ? db_part.data() + blk * C : nullptr;
-            for (int64_t i = 0; dw && i < C; ++i) dw[i] = 0.0f;
-            for (int64_t i = 0; db && i < C; ++i) db[i] = 0.0f;
+            float* dw = want_dw ? dw_part.data() + blk * C : unused_dw.data();
+            float* db = want_db ? db_part.data() + blk * C : unused_db.data();
+            for (int64_t i = 0; i < C; ++i) dw[i] = db[i] = 0.0f;
             const int64_t rend = std::min(rows, (blk + 1) * kRowsPerBlock);
             for (int64_t r = blk * kRowsPerBlock; r < rend; ++r) {
               const float* gr = detail::row_as_f32(g_p + r * C, 1, C, g_scratch);
               const float* xr = detail::row_as_f32(x_p + r * C, 1, C, x_scratch);
               const float mu = mean_p[r], rs = rstd_p[r];
-              float* xh = xhat.data();
-#pragma omp simd
-              for (int64_t i = 0; i < C; ++i) xh[i] = (xr[i] - mu) * rs;
-              if (dw) {
-#pragma omp simd
-                for (int64_t i = 0; i < C; ++i) dw[i] += gr[i] * xh[i];
+              // dx = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat)), xhat = (x - mean) * rstd
+              V mu_v, rs_v, s1_v{}, s2_v{};
+              detail::splat(mu_v, mu);
+              detail::splat(rs_v, rs);
+              int64_t i = 0;
+              for (; i + kLanes <= C; i += kLanes) {
+                V g, x, w, acc;
+                detail::load_lanes(g, gr + i);
+                detail::load_lanes(x, xr + i);
+                detail::load_lanes(w, wv + i);
+                const V xh = (x - mu_v) * rs_v, wg = g * w;
+                detail::load_lanes(acc, dw + i);
+                detail::store_lanes(dw + i, acc + g * xh);
+                detail::load_lanes(acc, db + i);
+                detail::store_lanes(db + i, acc + g);
+                s1_v += wg;
+                s2_v += wg * xh;
               }
-              if (db) {
-#pragma omp simd
-                for (int64_t i = 0; i < C; ++i) db[i] += gr[i];
+              float s1 = detail::hsum_lanes(s1_v), s2 = detail::hsum_lanes(s2_v);
+              for (; i < C; ++i) {
+                const float xh = (xr[i] - mu) * rs, wg = gr[i] * wv[i];
+                dw[i] += gr[i] * xh;
+                db[i] += gr[i];
+                s1 += wg;
+                s2 += wg * xh;
               }
               if (!want_dx) continue;
-              // dx = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat))
-              const float* wgr = gr;
-              if (w_p) {
-                float* p = wg.data();
-#pragma omp simd
-                for (int64_t i = 0; i < C; ++i) p[i] = gr[i] * w_p[i];
-                wgr = p;
-              }
-              float s1 = 0.0f, s2 = 0.0f;
-#pragma omp simd reduction(+ : s1, s2)
-              for (int64_t i = 0; i < C; ++i) {
-                s1 += wgr[i];
-                s2 += wgr[i] * xh[i];
-              }
               const float m1 = s1 / float(C), m2 = s2 / float(C);
               float* o;
               if constexpr (detail::kIsF32<T>) {
@@ -182,8 +191,21 @@ void layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& we
               } else {
                 o = out.data();
               }
-#pragma omp simd
-              for (int64_t i = 0; i < C; ++i) o[i] = rs * (wgr[i] - m1 - xh[i] * m2);
+              V m1_v, m2_v;
+              detail::splat(m1_v, m1);
+              detail::splat(m2_v, m2);
+              for (i = 0; i + kLanes <= C; i += kLanes) {
+                V g, x, w;
+                detail::load_lanes(g, gr + i);
+                detail::load_lanes(x, xr + i);
+                detail::load_lanes(w, wv + i);
+                const V xh = (x - mu_v) * rs_v;
+                detail::store_lanes(o + i, rs_v * (g * w - m1_v - xh * m2_v));
+              }
+              for (; i < C; ++i) {
+                const float xh = (xr[i] - mu) * rs;
+                o[i] = rs * (gr[i] * wv[i] - m1 - xh * m2);
+              }
               if constexpr (!detail::kIsF32<T>) detail::store_row(o, gx_p + r * C, 1, C);
             }
           }
