@@ -225,8 +225,8 @@ Plan make_plan(const GemmKernel& g, const Problem& p, int max_threads) {
     // AVX-512 kernel and 7% with AVX2, up to 47%; it lost (by up to 5%) only where N is many
     // times M, and the redundant B packing weighs most: those keep sharing A.
     // Where packing all of A costs less than packing all of B, threads own columns instead, each
-    // packing A and its part of B: the 256-token forward products with 768 outputs ran 6-7% faster
-    // on both ISAs, the other products that switch within the run-to-run noise (2%).
+    // packing A and its part of B: on a 2-core Zen 5 host the 256-token forward products with 768
+    // outputs ran 6-7% faster on both ISAs, the other products that switch within the noise (2%).
     const bool rows_enough = m >= 2 * plan.threads * g.mr;
     const bool cols_enough = n >= 2 * plan.threads * g.nr;
     if (rows_enough && (n < 8 * m || !cols_enough)) {

@@ -238,8 +238,15 @@ TorchPeerSession::TorchPeerSession(const PeerOptions& opts) {
   old_sigpipe_ = std::signal(SIGPIPE, SIG_IGN);
   to_ = ::fdopen(to_peer[1], "w");
   from_ = ::fdopen(from_peer[0], "r");
-  // An empty request returns once torch is imported: the import's seconds of CPU must not overlap
-  // the first case timed on our side.
+  if (to_ == nullptr || from_ == nullptr) {
+    if (to_ == nullptr) ::close(to_peer[1]);
+    if (from_ == nullptr) ::close(from_peer[0]);
+    failure_ = exit_reason(finish(), "could not open the pipes");
+    return;
+  }
+  // An empty request returns once torch is imported (the import's seconds of CPU must not overlap
+  // the first case timed on our side); a peer without torch answers it with the reason, which
+  // every later request then gets.
   const PeerResult ready = time({});
   if (!ready.available && failure_.empty()) failure_ = ready.reason;
 }
@@ -276,11 +283,9 @@ PeerResult TorchPeerSession::time(const std::vector<BenchCase>& cases) {
     if (line.back() == '\n') break;
   }
   r = parse_peer_output(line);
-  if (line.empty()) {  // the peer is gone (torch missing answers, then exits at end of input)
+  if (line.empty()) {  // the peer is gone: every later request gets its exit status
     failure_ = exit_reason(finish(), r.reason);
     r.reason = failure_;
-  } else if (!r.available && r.reason.find("not importable") != std::string::npos) {
-    failure_ = r.reason;  // every later request would get the same answer
   }
   return r;
 }
