@@ -271,6 +271,42 @@ TEST_CASE("row exp helpers store identical exponentials under AVX2 and AVX-512",
   }
 }
 
+TEST_CASE("exp_approx is within 3e-7 of exp over f32's range and saturates at its ends", "[isa]") {
+  using kc::detail::exp_approx;
+  // Relative error against double exp wherever the result is a normal float.
+  double worst = 0.0;
+  for (double x = -87.3; x <= 88.37; x += 0.001) {
+    const double want = std::exp(double(float(x)));
+    worst = std::max(worst, std::fabs(exp_approx(float(x)) - want) / want);
+  }
+  CHECK(worst < 3e-7);
+  // Results come from a scale 2^n built in the exponent bits: n = -127 gives 0, n = 128 +inf
+  // (from 127.5 ln 2 = 88.38 up, a little before f32's own overflow at 88.72).
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float x : {-88.0f, -90.0f, -1e4f, -std::numeric_limits<float>::max(), -inf}) {
+    INFO("x = " << x);
+    CHECK(exp_approx(x) == 0.0f);
+  }
+  for (float x : {88.38f, 88.72f, 89.0f, 1e4f, std::numeric_limits<float>::max(), inf}) {
+    INFO("x = " << x);
+    CHECK(exp_approx(x) == inf);
+  }
+  CHECK(std::isnan(exp_approx(std::numeric_limits<float>::quiet_NaN())));
+  CHECK(exp_approx(0.0f) == 1.0f);
+  // Between -87.68 and -87.34 the result is subnormal, still within a few 2^-149 steps.
+  CHECK(std::fabs(exp_approx(-87.5f) - std::exp(-87.5)) < 4 * std::ldexp(1.0, -149));
+  // The vector lanes give the same bits at the ends too.
+  std::vector<float> ends = {-inf, -100.0f, -88.0f, -87.5f, 0.0f, 88.1f, 88.5f, 100.0f, inf,
+                             std::numeric_limits<float>::quiet_NaN()};
+  ends.resize(16, 1.0f);
+  std::vector<float> got(ends.size());
+  kc::detail::row_exp_store(ends.data(), 0.0f, got.data(), int64_t(ends.size()));
+  for (size_t i = 0; i < ends.size(); ++i) {
+    INFO("x = " << ends[i]);
+    CHECK(same_bits(got[i], exp_approx(ends[i])));
+  }
+}
+
 TEST_CASE("softmax family agrees within a few ulp under AVX2 and AVX-512", "[isa]") {
   for (int64_t cols : kWidths) {
     const Tensor x = randn_of({5, cols}, 41 + uint64_t(cols), 5.0);
