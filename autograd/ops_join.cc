@@ -1,5 +1,8 @@
 // Joining and splitting along a dim: cat, stack, split, chunk. cat's gradient narrows back into
 // pieces; split's multi-output node concatenates the pieces' gradients (zeros where none flowed).
+#include <algorithm>
+#include <numeric>
+
 #include "autograd/ops_internal.h"
 
 namespace tessera {
@@ -27,9 +30,27 @@ struct CatBackward final : Node {
   }
 };
 
+// The dims of x from the largest stride to the smallest, when that order lays x out densely and
+// differs from x's own; else empty.
+std::vector<int64_t> dense_order(const Tensor& x) {
+  std::vector<int64_t> order(size_t(x.dim()));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return x.strides()[size_t(a)] > x.strides()[size_t(b)];
+  });
+  const bool identity = std::is_sorted(order.begin(), order.end());
+  if (identity || !x.permute(order).is_contiguous()) return {};
+  return order;
+}
+
+// The pieces' gradients joined into one tensor with the memory layout of split's input: the
+// gradient of a split of a permuted view (attention's q, k, v from the fused projection's
+// (B, T, 3, H, D) output) then flows back through the permute and reshape as views, where a
+// row-major join would be copied once more into the projection's layout.
 struct SplitBackward final : Node {
   int64_t dim = 0;
   std::vector<Shape> shapes;
+  std::vector<int64_t> order;  // dense_order of the input
   DType dtype = DType::f32;
   Device device = kCPU;
   std::string name() const override { return "SplitBackward"; }
@@ -37,7 +58,14 @@ struct SplitBackward final : Node {
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     for (size_t i = 0; i < grads.size(); ++i)
       if (!grads[i].defined()) grads[i] = zeros(shapes[i], {.dtype = dtype, .device = device});
-    return {cat(grads, dim)};
+    if (order.empty()) return {cat(grads, dim)};
+    // Join in memory order, then view the result back in the input's dim order.
+    std::vector<Tensor> in_order;
+    for (const Tensor& g : grads) in_order.push_back(permute(g, order));
+    const int64_t joined_dim = std::find(order.begin(), order.end(), dim) - order.begin();
+    std::vector<int64_t> inverse(order.size());
+    for (size_t i = 0; i < order.size(); ++i) inverse[size_t(order[i])] = int64_t(i);
+    return {permute(cat(in_order, joined_dim), inverse)};
   }
 };
 
@@ -106,6 +134,7 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   auto node = autograd::make_node<SplitBackward>({&x});
   if (node) {
     node->dim = d;
+    node->order = dense_order(x);
     node->dtype = x.dtype();
     node->device = x.device();
     for (uint32_t i = 0; i < out.size(); ++i) {

@@ -140,6 +140,29 @@ TEST_CASE("shape: gradients of joins and indexing", "[autograd][shape]") {
   require_close(x.grad(), from_vector({0, 0, 1, 1}, {4}), 0, 0);
 }
 
+TEST_CASE("shape: split's gradient takes its input's memory layout", "[autograd][shape]") {
+  // Attention's q, k, v: a split of a permuted view of one projection output.
+  Tensor base = rand_leaf({4, 6});
+  Tensor heads = permute(reshape(base, {4, 2, 3}), {1, 0, 2});  // (2, 4, 3), strides (3, 6, 1)
+  std::vector<Tensor> parts = split(heads, 1, 0);
+  Tensor w = from_vector({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {1, 4, 3});
+  Tensor g = autograd::grad({sum(mul(parts[1], w))}, {heads})[0];
+  CHECK(g.strides() == heads.strides());
+  Tensor want = cat({zeros({1, 4, 3}), w}, 0);  // the unused piece's gradient is zero
+  require_close(g, want, 0, 0);
+  // Back through the permute and the reshape to the base.
+  autograd::backward({sum(mul(parts[1], w))});
+  require_close(base.grad(), reshape(permute(want, {1, 0, 2}), {4, 6}), 0, 0);
+  // The same join is differentiable again.
+  CHECK(gradcheck(
+      [](const Inputs& in) {
+        std::vector<Tensor> p = split(permute(reshape(in[0], {2, 2, 3}), {1, 0, 2}), 1, 0);
+        Tensor y = sum(square(mul(p[0], p[1])));
+        return autograd::grad({y}, {in[0]}, {}, {.create_graph = true})[0];
+      },
+      {rand_leaf({2, 6})}));
+}
+
 TEST_CASE("shape: view-op gradients are differentiable again", "[autograd][shape]") {
   // d/dx of sum((select(x) * x[...])^2)-style expressions through create_graph.
   CHECK(gradcheck(
