@@ -26,7 +26,8 @@ const char* const kGemmUsage =
     "usage: bench gemm [--isa avx512|avx2|both] [--threads N] [--quick] [--filter SUBSTRING]\n"
     "                  [--no-peer]\n"
     "  Tessera's SGEMM on the GPT-2 124M linears (forward, dX, dW at T = 256 and 1024), on their\n"
-    "  1D tensor-parallel shards (split 2, 4 and 8 ways) and on 2048^3, beside OpenBLAS's\n"
+    "  1D tensor-parallel shards (split 2, 4 and 8 ways), on the LM head at T = 1024 and on\n"
+    "  2048^3, beside OpenBLAS's\n"
     "  cblas_sgemm called directly with the same ISA's kernels (SkylakeX for avx512, Haswell for\n"
     "  avx2): GFLOP/s and the ratio (> 1: Tessera is faster)\n"
     "  --isa I        micro-kernel(s) to time (default: the best this CPU runs)\n"
@@ -121,6 +122,9 @@ std::vector<GemmCase> gemm_cases() {
     add_linear(cases, tag, 1024, 768, 3072 / p);
     add_linear(cases, tag, 1024, 3072 / p, 768);
   }
+  // The LM head (the tied embedding, 50257 x 768) over 1024 tokens: its three products are a
+  // quarter of a 4x256 training step.
+  add_linear(cases, "lm_head ", 1024, 768, 50257);
   cases.push_back({"2048^3", false, false, 2048, 2048, 2048});
   return cases;
 }
