@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <unistd.h>
 
 #include "core/error.h"
 
@@ -35,6 +36,14 @@ bool cpu_supports_avx512() {
 }
 
 const char* isa_name(Isa isa) { return isa == Isa::avx512 ? "avx512" : "avx2"; }
+
+int64_t l1d_cache_bytes() {
+  static const int64_t bytes = [] {
+    const long reported = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+    return reported > 0 ? int64_t(reported) : int64_t{32} * 1024;
+  }();
+  return bytes;
+}
 
 void set_isa_override_for_testing(std::optional<Isa> isa) {
   TS_CHECK(isa != Isa::avx512 || cpu_supports_avx512(), "set_isa_override_for_testing",

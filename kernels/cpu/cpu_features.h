@@ -31,6 +31,9 @@ bool cpu_supports_avx512();
 
 const char* isa_name(Isa isa);
 
+// One core's L1 data cache in bytes, as the OS reports it (32 KiB where it does not).
+int64_t l1d_cache_bytes();
+
 // Pins the ISA kernels use (tests run both paths in one process); nullopt returns to the default
 // (AVX-512 when supported, unless TESSERA_ISA=avx2). Pinning avx512 without hardware support
 // throws. Not for use while kernels run on other threads.
