@@ -262,6 +262,50 @@ inline void row_exp_sub(Isa, float* row, const float* sub, int64_t n) {
   for (; i < n; ++i) row[i] = exp_approx(row[i] - sub[i]);
 }
 
+// sum_i x[i] * y[i], in two vector accumulators (the products of a short row are one dependent
+// chain otherwise).
+template <typename Isa>
+inline float row_dot(Isa, const float* x, const float* y, int64_t n) {
+  using V = f32v<Isa>;
+  constexpr int64_t kLanes = Isa::kFloatLanes;
+  V acc0 = {}, acc1 = {}, a, b, c, d;
+  int64_t i = 0;
+  for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+    load_lanes(a, x + i);
+    load_lanes(b, y + i);
+    load_lanes(c, x + i + kLanes);
+    load_lanes(d, y + i + kLanes);
+    acc0 += a * b;
+    acc1 += c * d;
+  }
+  for (; i + kLanes <= n; i += kLanes) {
+    load_lanes(a, x + i);
+    load_lanes(b, y + i);
+    acc0 += a * b;
+  }
+  acc0 += acc1;
+  float s = hsum_lanes(acc0);
+  for (; i < n; ++i) s += x[i] * y[i];
+  return s;
+}
+
+// out[i] = y[i] * (g[i] - sub) (softmax backward). out may alias y or g.
+template <typename Isa>
+inline void row_mul_sub_dot(Isa, const float* y, const float* g, float sub, float* out,
+                            int64_t n) {
+  using V = f32v<Isa>;
+  constexpr int64_t kLanes = Isa::kFloatLanes;
+  V vs, a, b;
+  splat(vs, sub);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    load_lanes(a, y + i);
+    load_lanes(b, g + i);
+    store_lanes(out + i, V(a * (b - vs)));
+  }
+  for (; i < n; ++i) out[i] = y[i] * (g[i] - sub);
+}
+
 #undef TS_LANES_INLINE
 
 inline float row_max(const float* x, int64_t n) {

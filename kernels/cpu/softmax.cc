@@ -92,13 +92,9 @@ void softmax_backward(const Tensor& y, const Tensor& grad_y, const Tensor& grad_
   check_pair("softmax_backward", y, grad_x);
   dispatch_floating(y.dtype(), "softmax_backward", [&]<typename T>() {
     map_rows<T, 2>({y, grad_y}, grad_x,
-                   [](auto, const std::array<const float*, 2>& in, float* o, int64_t n) {
+                   [](auto isa, const std::array<const float*, 2>& in, float* o, int64_t n) {
                      const float *yr = in[0], *gr = in[1];
-                     float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-                     for (int64_t i = 0; i < n; ++i) dot += yr[i] * gr[i];
-#pragma omp simd
-                     for (int64_t i = 0; i < n; ++i) o[i] = yr[i] * (gr[i] - dot);
+                     detail::row_mul_sub_dot(isa, yr, gr, detail::row_dot(isa, yr, gr, n), o, n);
                    });
   });
 }
