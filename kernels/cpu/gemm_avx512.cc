@@ -100,7 +100,8 @@ GemmKernel gemm_kernel_avx512() {
   // median product 2.3%. The B block (kc x nc floats) keeps 768 KiB of the 1-2 MiB L2 at any kc.
   // 8 x 48 tiles divide the GPT-2 sizes (256, 768, 2304, 3072) exactly, so no padded work.
   static const GemmKernel kernel = [] {
-    const int64_t kc = std::clamp<int64_t>(l1d_cache_bytes() / 2 / (kMr * 4) / 256 * 256, 256, 1024);
+    const int64_t half_l1d_depth = l1d_cache_bytes() / 2 / (kMr * 4);
+    const int64_t kc = std::clamp<int64_t>(half_l1d_depth / 256 * 256, 256, 1024);
     const int64_t nc = std::max<int64_t>(kNr, 768 * 1024 / (kc * 4) / kNr * kNr);
     return GemmKernel{"avx512", kMr, kNr, kc, /*mc=*/1024, nc, &micro_kernel};
   }();

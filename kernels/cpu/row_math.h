@@ -44,7 +44,8 @@ inline constexpr float kP[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073
 // = +inf (0.35 before f32's own overflow), NaN stays NaN (each clamp keeps its unordered
 // operand); results between -87.68 and -87.34 are subnormal. Every caller passes x - max or
 // x - log-sum-exp, about 0 or below. About half the operations of a version with separate
-// underflow, overflow and NaN selects: softmax rows, whose cost is their exps, run 1.1-1.25x faster.
+// underflow, overflow and NaN selects: softmax rows, whose cost is their exps, ran 1.1-1.25x
+// faster.
 inline float exp_approx(float x) {
   using namespace exp_const;
   float xc = x < kMin ? kMin : x;
