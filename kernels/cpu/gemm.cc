@@ -401,10 +401,13 @@ void check_args(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n,
   TS_CHECK(ldc >= n, "sgemm", "expected ldc >= ", n, ", got ", ldc);
 }
 
-GemmKernel select_kernel(GemmIsa isa) {
+// The micro-kernel for C of width n: with AVX-512, 6 x 64 tiles where they divide n and 8 x 48
+// tiles do not (see gemm_avx512.cc).
+GemmKernel select_kernel(GemmIsa isa, int64_t n) {
   if (isa == GemmIsa::kAuto) isa = cpu_has_avx512() ? GemmIsa::kAvx512 : GemmIsa::kAvx2;
   if (isa == GemmIsa::kAvx512) {
     TS_CHECK(cpu_has_avx512(), "sgemm", "expected a CPU with AVX-512, got one without");
+    if (n % 64 == 0 && n % 48 != 0) return gemm_kernel_avx512_n64();
     return gemm_kernel_avx512();
   }
   return gemm_kernel_avx2();
@@ -430,7 +433,7 @@ void sgemm_batched_with_isa(GemmIsa isa, bool trans_a, bool trans_b, int64_t bat
     for (int64_t i = 0; i < batch; ++i) scale_c(M, N, beta, bias, C + i * stride_c, ldc);
     return;
   }
-  const GemmKernel g = select_kernel(isa);
+  const GemmKernel g = select_kernel(isa, N);
   auto problem = [&](int64_t i) {
     return make_problem(trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b,
                         ldb, beta, C + i * stride_c, ldc, bias);

@@ -12,11 +12,10 @@
 namespace tessera::kernels::cpu::detail {
 namespace {
 
-// Tile of kMr rows x kNv zmm vectors (16 floats each): kMr * kNv accumulators stay in registers
-// and every B vector loaded is reused kMr times, every broadcast A value kNv times.
-constexpr int kMr = 8;
-constexpr int kNv = 3;
-constexpr int kNr = 16 * kNv;
+// Tiles of kMr rows x kNv zmm vectors (16 floats each): kMr * kNv accumulators stay in registers
+// and every B vector loaded is reused kMr times, every broadcast A value kNv times. 8 x 48 for
+// most products; 6 x 64 for widths that are multiples of 64 but not of 48 (attention's head
+// dim 64, where an 8 x 48 tiling leaves a 16-wide tile doing a third of its FMAs' work).
 
 TS_TARGET_AVX512 inline __mmask16 column_mask(int n, int vector) {
   const int left = n - 16 * vector;
@@ -25,9 +24,11 @@ TS_TARGET_AVX512 inline __mmask16 column_mask(int n, int vector) {
   return static_cast<__mmask16>((1u << left) - 1);
 }
 
+template <int kMr, int kNv>
 TS_TARGET_AVX512 void micro_kernel(int64_t kc, const float* a_panel, const float* b_panel,
                                    float* c, int64_t ldc, float alpha, float beta, const float* bias,
                                    int m, int n) {
+  constexpr int kNr = 16 * kNv;
   // Warm the C tile while the k loop runs; it is read (or written) only at the end.
 #pragma GCC unroll 16
   for (int i = 0; i < kMr; ++i) {
@@ -89,22 +90,32 @@ TS_TARGET_AVX512 void micro_kernel(int64_t kc, const float* a_panel, const float
   }
 }
 
+// The A panel (mr x kc floats) takes half the L1d: kc = 512 for 8 x 48 tiles on a 32 KiB L1d
+// (Zen 4, Skylake-X), 768 on a 48 KiB one (Zen 5, Ice Lake). A deeper block makes fewer passes
+// over C: from 256 to 512 the GPT-2 linears ran 3-7% faster on a Zen 4 host (K = 3072 the most);
+// from 512 to 768 on a Zen 5 host, a K = 768 product writes C once instead of twice, and in
+// alternating runs of all 55 products the 256-token ones ran a median 5.8% faster, the LM head's
+// forward 5.8%, the median product 2.3%. The B block (kc x nc floats) keeps 768 KiB of the
+// 1-2 MiB L2 at any kc.
+template <int kMr, int kNv>
+GemmKernel sized_kernel(const char* name) {
+  constexpr int kNr = 16 * kNv;
+  const int64_t half_l1d_depth = l1d_cache_bytes() / 2 / (kMr * 4);
+  const int64_t kc = std::clamp<int64_t>(half_l1d_depth / 256 * 256, 256, 1024);
+  const int64_t nc = std::max<int64_t>(kNr, 768 * 1024 / (kc * 4) / kNr * kNr);
+  return GemmKernel{name, kMr, kNr, kc, /*mc=*/1024, nc, &micro_kernel<kMr, kNv>};
+}
+
 }  // namespace
 
 GemmKernel gemm_kernel_avx512() {
-  // The A panel (kMr x kc floats) takes half the L1d: kc = 512 on a 32 KiB L1d (Zen 4, Skylake-X),
-  // 768 on a 48 KiB one (Zen 5, Ice Lake). A deeper block makes fewer passes over C: from 256 to
-  // 512 the GPT-2 linears ran 3-7% faster on a Zen 4 host (K = 3072 the most); from 512 to 768 on
-  // a Zen 5 host, a K = 768 product writes C once instead of twice, and in alternating runs of all
-  // 55 products the 256-token ones ran a median 5.8% faster, the LM head's forward 5.8%, the
-  // median product 2.3%. The B block (kc x nc floats) keeps 768 KiB of the 1-2 MiB L2 at any kc.
   // 8 x 48 tiles divide the GPT-2 sizes (256, 768, 2304, 3072) exactly, so no padded work.
-  static const GemmKernel kernel = [] {
-    const int64_t half_l1d_depth = l1d_cache_bytes() / 2 / (kMr * 4);
-    const int64_t kc = std::clamp<int64_t>(half_l1d_depth / 256 * 256, 256, 1024);
-    const int64_t nc = std::max<int64_t>(kNr, 768 * 1024 / (kc * 4) / kNr * kNr);
-    return GemmKernel{"avx512", kMr, kNr, kc, /*mc=*/1024, nc, &micro_kernel};
-  }();
+  static const GemmKernel kernel = sized_kernel<8, 3>("avx512");
+  return kernel;
+}
+
+GemmKernel gemm_kernel_avx512_n64() {
+  static const GemmKernel kernel = sized_kernel<6, 4>("avx512");
   return kernel;
 }
 

@@ -25,8 +25,10 @@ struct GemmKernel {
 };
 
 GemmKernel gemm_kernel_avx2();
-// Only call when cpu_has_avx512() is true.
+// Only call when cpu_has_avx512() is true. The n64 kernel has 6 x 64 tiles, for C widths that are
+// multiples of 64 but not of 48.
 GemmKernel gemm_kernel_avx512();
+GemmKernel gemm_kernel_avx512_n64();
 
 enum class GemmIsa { kAuto, kAvx2, kAvx512 };
 

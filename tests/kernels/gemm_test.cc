@@ -220,6 +220,23 @@ TEST_CASE("sgemm threaded paths: a shared A block, rows or columns owned, severa
   }
 }
 
+TEST_CASE("sgemm widths that are multiples of 64 but not of 48 (AVX-512's 6 x 64 tiles)",
+          "[gemm]") {
+  // Attention's head dim 64, 128-wide and 320-wide C (two threads, rows or a shared A block),
+  // ragged row counts, and depth over two k-blocks.
+  const int64_t sizes[][3] = {{96, 64, 64}, {7, 64, 33},    {50, 128, 9},
+                              {13, 320, 70}, {200, 128, 1500}, {1, 64, 1}};
+  for (GemmIsa isa : host_isas()) {
+    for (const auto& size : sizes) {
+      for (int t = 0; t < 4; ++t) {
+        const Shape s{(t & 1) != 0, (t & 2) != 0, size[0], size[1], size[2], 0.5f, 1.0f, 2, t == 1};
+        INFO(describe(isa, s));
+        run_shape(isa, s, static_cast<uint32_t>(t + 11));
+      }
+    }
+  }
+}
+
 TEST_CASE("sgemm_batched handles broadcast inputs and a shared accumulating C", "[gemm]") {
   using tessera::kernels::cpu::detail::sgemm_batched_with_isa;
   const int64_t batch = 4, m = 64, n = 72, k = 64, lda = k + 2, ldb = n + 1, ldc = n + 3;
