@@ -22,11 +22,10 @@ struct Operands {
 
 // One thread's buffers, reused across its work items.
 struct BackwardScratch {
-  std::vector<float> st, dpt, ds, factor, dk, dv, lse_use, dvec;
+  std::vector<float> st, dpt, factor, dk, dv, lse_use, dvec;
   explicit BackwardScratch(const Problem& p)
       : st(kBlockK * kBlockQ),
         dpt(kBlockK * kBlockQ),
-        ds(kBlockK * kBlockQ),
         factor(p.dropout_p > 0.0f ? kBlockK * kBlockQ : 0),
         dk(kBlockK * p.D),
         dv(kBlockK * p.D),
@@ -53,9 +52,8 @@ void head_stats(const Problem& p, const Operands& x, const Tensor& lse, int64_t 
 }
 
 // Key rows [s0, s0 + nk) of head (b, h) against every query that can see them. Tiles are
-// (keys, queries): st holds P^T, dpt holds dP^T and then dS^T. This orientation lets four of the
-// five products read their left operand row-major, which sgemm packs fastest; dQ's product gets
-// dS through an explicit transpose.
+// (keys, queries): st holds P^T, dpt holds dP^T and then dS^T; dQ's product reads dS as dpt
+// transposed, which sgemm packs by plain copies.
 void backward_key_block(const Problem& p, const Operands& x, int64_t b, int64_t h, int64_t s0,
                         BackwardScratch& w, float* dq, const Tensor& grad_k, const Tensor& grad_v) {
   const int64_t nk = std::min(kBlockK, p.S - s0), d = p.D;
@@ -96,8 +94,7 @@ void backward_key_block(const Problem& p, const Operands& x, int64_t b, int64_t 
       for (int64_t j = 0; j < nq; ++j) row[j] = prow[j] * (row[j] - dvec[j]);
     }
     // dQ (nq, D) += scale * dS K;  dK (nk, D) += scale * dS^T Q
-    transpose(dpt, nk, nq, w.ds.data());
-    sgemm(false, false, nq, d, nk, p.scale, w.ds.data(), nk, k, x.k.ld, 1.0f, dq + t0 * d, d);
+    sgemm(true, false, nq, d, nk, p.scale, dpt, nq, k, x.k.ld, 1.0f, dq + t0 * d, d);
     sgemm(false, false, nk, d, nq, p.scale, dpt, nq, q, x.q.ld, 1.0f, dk, d);
   }
   store_block(dk, d, 1, nk, d, grad_k, b * grad_k.stride(0) + h * grad_k.stride(1) + s0 * grad_k.stride(2),

@@ -96,18 +96,6 @@ void dropout_factors(const Problem& p, int64_t bh, const Tile& tile) {
   }
 }
 
-void transpose(const float* src, int64_t rows, int64_t cols, float* dst) {
-  constexpr int64_t kBlock = 16;  // blocks keep both sides' lines in L1
-  for (int64_t r0 = 0; r0 < rows; r0 += kBlock) {
-    for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
-      const int64_t r1 = std::min(rows, r0 + kBlock), c1 = std::min(cols, c0 + kBlock);
-      for (int64_t c = c0; c < c1; ++c) {
-        for (int64_t r = r0; r < r1; ++r) dst[c * rows + r] = src[r * cols + c];
-      }
-    }
-  }
-}
-
 void exp_sub(float* row, const float* sub, int64_t n) {
   int64_t i = 0;
 #ifdef TS_ROW_MATH_AVX2

@@ -69,9 +69,6 @@ void mask_tile(const Problem& p, int64_t b, const Tile& tile);
 // 0: keep = philox_uniform(seed, attention_dropout_index(dropout, bh, t, s)) >= p.
 void dropout_factors(const Problem& p, int64_t bh, const Tile& tile);
 
-// dst (cols, rows) = src (rows, cols)^T, both dense.
-void transpose(const float* src, int64_t rows, int64_t cols, float* dst);
-
 // row[i] = exp(row[i] - sub[i]): probabilities from scores and per-query lse.
 void exp_sub(float* row, const float* sub, int64_t n);
 
