@@ -10,6 +10,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/attention_common.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/row_math.h"
 
 namespace tessera::kernels::cpu {
 namespace {
@@ -72,7 +73,11 @@ void backward_key_block(const Problem& p, const Operands& x, int64_t b, int64_t 
     sgemm(false, true, nk, nq, d, p.scale, k, x.k.ld, q, x.q.ld, 0.0f, st, nq);
     const Tile tile{st, t0, nq, s0, nk, 1, nq};
     if (tile_needs_mask(p, tile)) mask_tile(p, b, tile);
-    for (int64_t i = 0; i < nk; ++i) exp_sub(st + i * nq, w.lse_use.data() + t0, nq);
+    with_isa([&](auto isa) {
+      for (int64_t i = 0; i < nk; ++i) {
+        cpu::detail::row_exp_sub(isa, st + i * nq, w.lse_use.data() + t0, nq);
+      }
+    });
     // dP^T (nk, nq) = V dO^T, through the same dropout mask as the forward.
     sgemm(false, true, nk, nq, d, 1.0f, v, x.v.ld, go, x.grad_out.ld, 0.0f, dpt, nq);
     const float* pd = st;

@@ -6,11 +6,8 @@
 #include <limits>
 
 #include "core/philox.h"
-#include "kernels/cpu/row_math.h"
 
 namespace tessera::kernels::cpu::attention_detail {
-
-using cpu::detail::exp_approx;
 
 int64_t Problem::key_end(int64_t t0, int64_t nq) const {
   return causal ? std::clamp<int64_t>(t0 + nq + shift, 0, S) : S;
@@ -94,17 +91,6 @@ void dropout_factors(const Problem& p, int64_t bh, const Tile& tile) {
       row[i * tile.k_stride] = u >= p.dropout_p ? keep_scale : 0.0f;
     }
   }
-}
-
-void exp_sub(float* row, const float* sub, int64_t n) {
-  int64_t i = 0;
-#ifdef TS_ROW_MATH_AVX2
-  for (; i + 8 <= n; i += 8) {
-    const __m256 x = _mm256_sub_ps(_mm256_loadu_ps(row + i), _mm256_loadu_ps(sub + i));
-    _mm256_storeu_ps(row + i, cpu::detail::exp_approx8(x));
-  }
-#endif
-  for (; i < n; ++i) row[i] = exp_approx(row[i] - sub[i]);
 }
 
 void store_block(const float* src, int64_t src_rs, int64_t src_cs, int64_t rows, int64_t cols,

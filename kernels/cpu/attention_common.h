@@ -69,9 +69,6 @@ void mask_tile(const Problem& p, int64_t b, const Tile& tile);
 // 0: keep = philox_uniform(seed, attention_dropout_index(dropout, bh, t, s)) >= p.
 void dropout_factors(const Problem& p, int64_t bh, const Tile& tile);
 
-// row[i] = exp(row[i] - sub[i]): probabilities from scores and per-query lse.
-void exp_sub(float* row, const float* sub, int64_t n);
-
 // dst = src (element (r, c) at src[r * src_rs + c * src_cs]) written into t's elements from
 // element offset `base` with strides (dst_rs, dst_cs), rounding to t's floating dtype.
 void store_block(const float* src, int64_t src_rs, int64_t src_cs, int64_t rows, int64_t cols,

@@ -15,11 +15,6 @@
 #include "core/tensor.h"
 #include "kernels/cpu/cpu_features.h"
 
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#define TS_ROW_MATH_AVX2 1
-#endif
-
 namespace tessera::kernels::cpu::detail {
 
 namespace exp_const {
@@ -125,15 +120,6 @@ TS_LANES_INLINE float hsum_lanes(const V& v) {
   }
   return a[0];
 }
-
-#ifdef TS_ROW_MATH_AVX2
-// Eight lanes of exp_approx on an intrinsics vector (for AVX2-only code outside this header).
-inline __m256 exp_approx8(__m256 x) {
-  f32v<IsaAvx2> v = x;
-  exp_lanes(v);
-  return v;
-}
-#endif
 
 // Every row helper comes in two forms: f(isa, ...) for callers already inside a with_isa body
 // (the isa tag sets the vector width; the caller's with_isa sets the instruction set), and f(...)
