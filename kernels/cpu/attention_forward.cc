@@ -49,23 +49,27 @@ void forward_block(const Problem& p, const HeadRows& qr, const HeadRows& kr, con
     const Tile tile{st, t0, nq, s0, nk, nk, 1};
     if (tile_needs_mask(p, tile)) mask_tile(p, b, tile);
     if (p.dropout_p > 0.0f) dropout_factors(p, b * p.H + h, {w.factor.data(), t0, nq, s0, nk, nk, 1});
-    for (int64_t j = 0; j < nq; ++j) {
-      float* row = st + j * nk;
-      const float m_new = std::max(m[j], cpu::detail::row_max(row, nk));
-      // A query that has seen no visible key yet subtracts 0: exp(-inf - 0) = 0, never NaN.
-      const float m_use = m_new == kNegInf ? 0.0f : m_new;
-      const float corr = cpu::detail::exp_approx(m[j] - m_use);
-      l[j] = l[j] * corr + cpu::detail::row_exp_store(row, m_use, row, nk);
-      m[j] = m_new;
-      if (p.dropout_p > 0.0f) {  // l keeps every probability; P V sees the kept ones
-        const float* f = w.factor.data() + j * nk;
-        for (int64_t i = 0; i < nk; ++i) row[i] *= f[i];
+    // One ISA dispatch per tile: the rows are short (kBlockK keys), so a dispatch per row helper
+    // cost a sizeable part of their work.
+    with_isa([&](auto isa) {
+      for (int64_t j = 0; j < nq; ++j) {
+        float* row = st + j * nk;
+        const float m_new = std::max(m[j], cpu::detail::row_max(isa, row, nk));
+        // A query that has seen no visible key yet subtracts 0: exp(-inf - 0) = 0, never NaN.
+        const float m_use = m_new == kNegInf ? 0.0f : m_new;
+        const float corr = cpu::detail::exp_approx(m[j] - m_use);
+        l[j] = l[j] * corr + cpu::detail::row_exp_store(isa, row, m_use, row, nk);
+        m[j] = m_new;
+        if (p.dropout_p > 0.0f) {  // l keeps every probability; P V sees the kept ones
+          const float* f = w.factor.data() + j * nk;
+          for (int64_t i = 0; i < nk; ++i) row[i] *= f[i];
+        }
+        if (corr != 1.0f) {
+          float* orow = o + j * d;
+          for (int64_t c = 0; c < d; ++c) orow[c] *= corr;
+        }
       }
-      if (corr != 1.0f) {
-        float* orow = o + j * d;
-        for (int64_t c = 0; c < d; ++c) orow[c] *= corr;
-      }
-    }
+    });
     // O (nq, D) += P V_blk
     sgemm(false, false, nq, d, nk, 1.0f, st, nk, v + s0 * vr.ld, vr.ld, 1.0f, o, d);
   }

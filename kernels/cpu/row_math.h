@@ -127,10 +127,24 @@ TS_LANES_INLINE float hsum_lanes(const V& v) {
 
 template <typename Isa>
 inline float row_max(Isa, const float* x, int64_t n) {
-  float m = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : m)
-  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
-  return m;
+  // Explicit lanes: an omp simd max reduction filled and folded a private array on every call,
+  // which short rows (attention's 192 keys, softmax's 256) paid for.
+  using V = f32v<Isa>;
+  constexpr int64_t kLanes = Isa::kFloatLanes;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  V m, v;
+  splat(m, kNegInf);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    load_lanes(v, x + i);
+    m = v > m ? v : m;  // a NaN never compares greater, as in the scalar tail
+  }
+  float lanes[kLanes];
+  std::memcpy(lanes, &m, sizeof(V));
+  float r = kNegInf;
+  for (int64_t k = 0; k < kLanes; ++k) r = lanes[k] > r ? lanes[k] : r;
+  for (; i < n; ++i) r = x[i] > r ? x[i] : r;
+  return r;
 }
 
 // Long rows (50257 classes) are summed in blocks: f32 lane sums within a block, the block sums in
