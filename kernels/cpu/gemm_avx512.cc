@@ -98,24 +98,24 @@ TS_TARGET_AVX512 void micro_kernel(int64_t kc, const float* a_panel, const float
 // forward 5.8%, the median product 2.3%. The B block (kc x nc floats) keeps 768 KiB of the
 // 1-2 MiB L2 at any kc.
 template <int kMr, int kNv>
-GemmKernel sized_kernel(const char* name) {
+GemmKernel sized_kernel() {
   constexpr int kNr = 16 * kNv;
   const int64_t half_l1d_depth = l1d_cache_bytes() / 2 / (kMr * 4);
   const int64_t kc = std::clamp<int64_t>(half_l1d_depth / 256 * 256, 256, 1024);
   const int64_t nc = std::max<int64_t>(kNr, 768 * 1024 / (kc * 4) / kNr * kNr);
-  return GemmKernel{name, kMr, kNr, kc, /*mc=*/1024, nc, &micro_kernel<kMr, kNv>};
+  return GemmKernel{"avx512", kMr, kNr, kc, /*mc=*/1024, nc, &micro_kernel<kMr, kNv>};
 }
 
 }  // namespace
 
 GemmKernel gemm_kernel_avx512() {
   // 8 x 48 tiles divide the GPT-2 sizes (256, 768, 2304, 3072) exactly, so no padded work.
-  static const GemmKernel kernel = sized_kernel<8, 3>("avx512");
+  static const GemmKernel kernel = sized_kernel<8, 3>();
   return kernel;
 }
 
 GemmKernel gemm_kernel_avx512_n64() {
-  static const GemmKernel kernel = sized_kernel<6, 4>("avx512");
+  static const GemmKernel kernel = sized_kernel<6, 4>();
   return kernel;
 }
 

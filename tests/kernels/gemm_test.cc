@@ -3,6 +3,7 @@
 // each on every micro-kernel ISA this host can run.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -121,6 +122,22 @@ std::string describe(GemmIsa isa, const Shape& s) {
          " pad=" + std::to_string(s.pad) + (s.bias ? " bias" : "");
 }
 
+// Runs each (m, n, k) of `sizes` on every host ISA in all four transpose layouts, with the given
+// scalars and padding; `bias_layout` (0-3, or -1 for none) is the layout that also adds a bias.
+void run_layouts(const std::vector<std::array<int64_t, 3>>& sizes, float alpha, float beta,
+                 int64_t pad, uint32_t seed, int bias_layout = -1) {
+  for (GemmIsa isa : host_isas()) {
+    for (const auto& size : sizes) {
+      for (int t = 0; t < 4; ++t) {
+        const Shape s{(t & 1) != 0, (t & 2) != 0, size[0], size[1], size[2], alpha, beta, pad,
+                      t == bias_layout};
+        INFO(describe(isa, s));
+        run_shape(isa, s, seed + static_cast<uint32_t>(t));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("sgemm matches the reference on odd sizes, all transposes, alpha and beta", "[gemm]") {
@@ -207,34 +224,17 @@ TEST_CASE("sgemm threaded paths: a shared A block, rows or columns owned, severa
   // With two threads: threads own columns where packing A costs less than packing B (256 x 768,
   // 90 x 500, and 1100 x 2400 over two m-blocks), rows where it does not (2100 x 200, 300 x 40),
   // and share one A block where the rows are too few (20 x 700).
-  const int64_t sizes[][3] = {{256, 768, 300},  {300, 40, 500},  {2100, 200, 16},
-                              {90, 500, 1000},  {20, 700, 400},  {1100, 2400, 24}};
-  for (GemmIsa isa : host_isas()) {
-    for (const auto& size : sizes) {
-      for (int t = 0; t < 4; ++t) {
-        const Shape s{(t & 1) != 0, (t & 2) != 0, size[0], size[1], size[2], 0.75f, -1.0f, 5};
-        INFO(describe(isa, s));
-        run_shape(isa, s, static_cast<uint32_t>(t + 7));
-      }
-    }
-  }
+  run_layouts({{256, 768, 300}, {300, 40, 500}, {2100, 200, 16},
+               {90, 500, 1000}, {20, 700, 400}, {1100, 2400, 24}},
+              0.75f, -1.0f, 5, 7);
 }
 
 TEST_CASE("sgemm widths that are multiples of 64 but not of 48 (AVX-512's 6 x 64 tiles)",
           "[gemm]") {
   // Attention's head dim 64, 128-wide and 320-wide C (two threads, rows or a shared A block),
   // ragged row counts, and depth over two k-blocks.
-  const int64_t sizes[][3] = {{96, 64, 64}, {7, 64, 33},    {50, 128, 9},
-                              {13, 320, 70}, {200, 128, 1500}, {1, 64, 1}};
-  for (GemmIsa isa : host_isas()) {
-    for (const auto& size : sizes) {
-      for (int t = 0; t < 4; ++t) {
-        const Shape s{(t & 1) != 0, (t & 2) != 0, size[0], size[1], size[2], 0.5f, 1.0f, 2, t == 1};
-        INFO(describe(isa, s));
-        run_shape(isa, s, static_cast<uint32_t>(t + 11));
-      }
-    }
-  }
+  run_layouts({{96, 64, 64}, {7, 64, 33}, {50, 128, 9}, {13, 320, 70}, {200, 128, 1500}, {1, 64, 1}},
+              0.5f, 1.0f, 2, 11, /*bias_layout=*/1);
 }
 
 TEST_CASE("sgemm_batched handles broadcast inputs and a shared accumulating C", "[gemm]") {
