@@ -8,7 +8,7 @@
 // blocking collective does not match a nonblocking one (MPI 3.1, 5.12; Open MPI deadlocks): so the
 // choice reads only the call's kind and size, which the ranks share, never whether this rank's
 // caller waits at once. Mixing the two forms on one communicator in the same order on every rank
-// is allowed. wait() tests the request once (a small send is usually done already), then calls
+// is allowed. wait() tests the request a few times (a small transfer is done by then), then calls
 // MPI_Wait, which progresses the request at Open MPI's own speed; it and the blocking calls are
 // timed by the watchdog (mpi_watchdog.h). Where the watchdog cannot be used
 // (below MPI_THREAD_MULTIPLE) nothing runs blocking and wait() polls MPI_Test, spinning with
