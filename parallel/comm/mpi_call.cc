@@ -26,7 +26,7 @@ MPI_Op reduce_op_of(const MpiCall& c) { return mpi_reduce_op(c.op, reduced_buffe
 
 bool MpiCall::needs_finish() const {
   if (!is_reduction(kind) || (kind == CommKind::reduce && rank != root)) return false;
-  return result.defined() || (op == ReduceOp::avg && group_size > 1);
+  return result->defined() || (op == ReduceOp::avg && group_size > 1);
 }
 
 MPI_Request start_call(const MpiCall& c) {
@@ -34,36 +34,36 @@ MPI_Request start_call(const MpiCall& c) {
   auto lock = mpi_lock();
   switch (c.kind) {
     case CommKind::all_reduce:
-      TS_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, c.in.data_ptr(), c.count, c.type, reduce_op_of(c),
+      TS_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, c.in->data_ptr(), c.count, c.type, reduce_op_of(c),
                                   c.comm, &req));
       break;
     case CommKind::reduce_scatter:
-      TS_MPI_CHECK(MPI_Ireduce_scatter_block(c.in.data_ptr(), c.out.data_ptr(), c.count, c.type,
+      TS_MPI_CHECK(MPI_Ireduce_scatter_block(c.in->data_ptr(), c.out->data_ptr(), c.count, c.type,
                                              reduce_op_of(c), c.comm, &req));
       break;
     case CommKind::all_gather:
-      TS_MPI_CHECK(MPI_Iallgather(c.in.data_ptr(), c.count, c.type, c.out.data_ptr(), c.count,
+      TS_MPI_CHECK(MPI_Iallgather(c.in->data_ptr(), c.count, c.type, c.out->data_ptr(), c.count,
                                   c.type, c.comm, &req));
       break;
     case CommKind::broadcast:
-      TS_MPI_CHECK(MPI_Ibcast(c.in.data_ptr(), c.count, c.type, c.root, c.comm, &req));
+      TS_MPI_CHECK(MPI_Ibcast(c.in->data_ptr(), c.count, c.type, c.root, c.comm, &req));
       break;
     case CommKind::reduce: {
       const bool is_root = c.rank == c.root;
-      TS_MPI_CHECK(MPI_Ireduce(is_root ? MPI_IN_PLACE : c.in.data_ptr(),
-                               is_root ? c.in.data_ptr() : nullptr, c.count, c.type,
+      TS_MPI_CHECK(MPI_Ireduce(is_root ? MPI_IN_PLACE : c.in->data_ptr(),
+                               is_root ? c.in->data_ptr() : nullptr, c.count, c.type,
                                reduce_op_of(c), c.root, c.comm, &req));
       break;
     }
     case CommKind::all_to_all:
-      TS_MPI_CHECK(MPI_Ialltoall(c.in.data_ptr(), c.count, c.type, c.out.data_ptr(), c.count,
+      TS_MPI_CHECK(MPI_Ialltoall(c.in->data_ptr(), c.count, c.type, c.out->data_ptr(), c.count,
                                  c.type, c.comm, &req));
       break;
     case CommKind::send:
-      TS_MPI_CHECK(MPI_Isend(c.in.data_ptr(), c.count, c.type, c.peer, c.tag, c.comm, &req));
+      TS_MPI_CHECK(MPI_Isend(c.in->data_ptr(), c.count, c.type, c.peer, c.tag, c.comm, &req));
       break;
     case CommKind::recv:
-      TS_MPI_CHECK(MPI_Irecv(c.in.data_ptr(), c.count, c.type, c.peer, c.tag, c.comm, &req));
+      TS_MPI_CHECK(MPI_Irecv(c.in->data_ptr(), c.count, c.type, c.peer, c.tag, c.comm, &req));
       break;
     case CommKind::barrier: TS_MPI_CHECK(MPI_Ibarrier(c.comm, &req)); break;
   }
@@ -125,21 +125,21 @@ void run_blocking_call(const MpiCall& c) {
   switch (c.kind) {
     case CommKind::all_reduce:
       TS_MPI_CHECK(
-          MPI_Allreduce(MPI_IN_PLACE, c.in.data_ptr(), c.count, c.type, reduce_op_of(c), c.comm));
+          MPI_Allreduce(MPI_IN_PLACE, c.in->data_ptr(), c.count, c.type, reduce_op_of(c), c.comm));
       break;
     case CommKind::reduce_scatter:
-      TS_MPI_CHECK(MPI_Reduce_scatter_block(c.in.data_ptr(), c.out.data_ptr(), c.count, c.type,
+      TS_MPI_CHECK(MPI_Reduce_scatter_block(c.in->data_ptr(), c.out->data_ptr(), c.count, c.type,
                                             reduce_op_of(c), c.comm));
       break;
     case CommKind::all_gather:
-      TS_MPI_CHECK(MPI_Allgather(c.in.data_ptr(), c.count, c.type, c.out.data_ptr(), c.count,
+      TS_MPI_CHECK(MPI_Allgather(c.in->data_ptr(), c.count, c.type, c.out->data_ptr(), c.count,
                                  c.type, c.comm));
       break;
     case CommKind::broadcast:
-      TS_MPI_CHECK(MPI_Bcast(c.in.data_ptr(), c.count, c.type, c.root, c.comm));
+      TS_MPI_CHECK(MPI_Bcast(c.in->data_ptr(), c.count, c.type, c.root, c.comm));
       break;
     case CommKind::all_to_all:
-      TS_MPI_CHECK(MPI_Alltoall(c.in.data_ptr(), c.count, c.type, c.out.data_ptr(), c.count,
+      TS_MPI_CHECK(MPI_Alltoall(c.in->data_ptr(), c.count, c.type, c.out->data_ptr(), c.count,
                                 c.type, c.comm));
       break;
     case CommKind::barrier: TS_MPI_CHECK(MPI_Barrier(c.comm)); break;
@@ -161,7 +161,7 @@ void finish_call(const MpiCall& c) {
       for (int64_t i = 0, e = buffer.numel(); i < e; ++i) p[i] = T(float(p[i]) / n);
     });
   }
-  if (c.result.defined() && !c.result.is_same(buffer)) c.result.copy_(buffer);
+  if (c.result->defined() && !c.result->is_same(buffer)) c.result->copy_(buffer);
 }
 
 }  // namespace tessera::parallel

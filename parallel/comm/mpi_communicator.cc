@@ -23,12 +23,12 @@ int count_of(const Tensor& t) {
 
 }  // namespace
 
-MpiCall MpiCommunicator::make_call(CommKind kind, Tensor in, Tensor out) const {
+MpiCall MpiCommunicator::make_call(CommKind kind, CallTensor in, CallTensor out) const {
   MpiCall c;
   c.kind = kind;
   c.comm = comm_->comm;
-  if (in.defined()) {
-    c.type = mpi_transport_type(in.dtype());
+  if (in->defined()) {
+    c.type = mpi_transport_type(in->dtype());
     c.count = count_of(in);
   }
   c.in = std::move(in);
@@ -44,10 +44,16 @@ MpiCall MpiCommunicator::make_reduce_call(CommKind kind, const Tensor& in, const
                                           ReduceOp op) const {
   const Tensor& dst = kind == CommKind::reduce_scatter ? out : in;
   const bool staged = is_16bit_float(in.dtype());
-  MpiCall c = make_call(kind, staged ? in.to(DType::f32) : in,
-                        staged && out.defined() ? empty(out.shape(), {.dtype = DType::f32}) : out);
+  // An all_reduce's or a reduce's `out` is an undefined temporary: nothing to borrow. One named
+  // call, built in place: moving one costs more than a small blocking call's own overhead.
+  MpiCall c =
+      staged ? make_call(kind, CallTensor::own(in.to(DType::f32)),
+                         CallTensor::own(out.defined() ? empty(out.shape(), {.dtype = DType::f32})
+                                                       : Tensor()))
+             : make_call(kind, CallTensor::borrow(in),
+                         out.defined() ? CallTensor::borrow(out) : CallTensor());
   if (staged) {
-    c.result = dst;
+    c.result = CallTensor::borrow(dst);
     c.type = MPI_FLOAT;
   }
   c.op = op;
@@ -112,11 +118,13 @@ WorkPtr MpiCommunicator::do_reduce_scatter(const Tensor& in, const Tensor& out, 
 }
 
 WorkPtr MpiCommunicator::do_all_gather(const Tensor& in, const Tensor& out) {
-  return start_work(make_call(CommKind::all_gather, in, out), "all_gather");
+  return start_work(
+      make_call(CommKind::all_gather, CallTensor::borrow(in), CallTensor::borrow(out)),
+      "all_gather");
 }
 
 WorkPtr MpiCommunicator::do_broadcast(const Tensor& t, int root) {
-  MpiCall c = make_call(CommKind::broadcast, t, Tensor());
+  MpiCall c = make_call(CommKind::broadcast, CallTensor::borrow(t), CallTensor());
   c.root = root;
   return start_work(std::move(c), "broadcast");
 }
@@ -124,32 +132,32 @@ WorkPtr MpiCommunicator::do_broadcast(const Tensor& t, int root) {
 WorkPtr MpiCommunicator::do_reduce(const Tensor& t, int root, ReduceOp op) {
   MpiCall c = make_reduce_call(CommKind::reduce, t, Tensor(), op);
   c.root = root;
-  if (rank_ != root) c.result = Tensor();  // only the root's tensor receives the result
+  if (rank_ != root) c.result = CallTensor();  // only the root's tensor receives the result
   return start_work(std::move(c), "reduce");
 }
 
 WorkPtr MpiCommunicator::do_all_to_all(const Tensor& in, const Tensor& out) {
-  MpiCall c = make_call(CommKind::all_to_all, in, out);
+  MpiCall c = make_call(CommKind::all_to_all, CallTensor::borrow(in), CallTensor::borrow(out));
   c.count /= size_;  // MPI counts one chunk
   return start_work(std::move(c), "all_to_all");
 }
 
 WorkPtr MpiCommunicator::do_send(const Tensor& t, int peer, int tag) {
-  MpiCall c = make_call(CommKind::send, t, Tensor());
+  MpiCall c = make_call(CommKind::send, CallTensor::borrow(t), CallTensor());
   c.peer = peer;
   c.tag = tag;
   return start_work(std::move(c), "send");
 }
 
 WorkPtr MpiCommunicator::do_recv(const Tensor& t, int peer, int tag) {
-  MpiCall c = make_call(CommKind::recv, t, Tensor());
+  MpiCall c = make_call(CommKind::recv, CallTensor::borrow(t), CallTensor());
   c.peer = peer;
   c.tag = tag;
   return start_work(std::move(c), "recv");
 }
 
 WorkPtr MpiCommunicator::do_barrier() {
-  return start_work(make_call(CommKind::barrier, Tensor(), Tensor()), "barrier");
+  return start_work(make_call(CommKind::barrier, CallTensor(), CallTensor()), "barrier");
 }
 
 std::shared_ptr<Communicator> MpiCommunicator::split(int color, int key, const std::string& name) {

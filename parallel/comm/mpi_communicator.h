@@ -14,8 +14,9 @@
 
 namespace tessera::parallel {
 
-struct MpiComm;  // the MPI_Comm, defined in mpi_handle.h
-struct MpiCall;  // one operation, defined in mpi_call.h
+struct MpiComm;    // the MPI_Comm, defined in mpi_handle.h
+struct MpiCall;    // one operation, defined in mpi_call.h
+class CallTensor;  // a borrowed or owned tensor of a call, defined in mpi_call.h
 
 class MpiCommunicator : public Communicator {
  public:
@@ -46,9 +47,10 @@ class MpiCommunicator : public Communicator {
   WorkPtr do_barrier() override;
 
  private:
-  // The call of `kind` on this communicator with MPI's count and type of `in`. By value: the
-  // call holds the handles, and a staging buffer moves in without another reference count.
-  MpiCall make_call(CommKind kind, Tensor in, Tensor out) const;
+  // The call of `kind` on this communicator with MPI's count and type of `in`: the caller's
+  // tensors borrowed (start_work() owns them for a call that outlives the caller's frame),
+  // staging buffers owned.
+  MpiCall make_call(CommKind kind, CallTensor in, CallTensor out) const;
   // A reduction: 16-bit floats get f32 staging buffers and a result to round back into.
   MpiCall make_reduce_call(CommKind kind, const Tensor& in, const Tensor& out, ReduceOp op) const;
   WorkPtr start_work(MpiCall call, const char* op);

@@ -25,7 +25,7 @@ int64_t read_min_bytes() {
 
 // The bytes a call reduces: all_reduce's tensor, reduce_scatter's whole input.
 int64_t input_bytes(const MpiCall& call) {
-  return int64_t(call.in.numel()) * int64_t(call.in.itemsize());
+  return int64_t(call.in->numel()) * int64_t(call.in->itemsize());
 }
 
 }  // namespace
@@ -65,12 +65,12 @@ RingCollective::RingCollective(const MpiCall& call, std::shared_ptr<const MpiCom
       tag_base_(tag_base),
       rank_(call.rank),
       size_(call.group_size),
-      itemsize_(int64_t(call.in.itemsize())),
+      itemsize_(int64_t(call.in->itemsize())),
       scatter_(call.kind == CommKind::reduce_scatter),
       doubling_(use_doubling(call)),
       steps_(doubling_ ? log2_of(size_) : scatter_ ? size_ - 1 : 2 * (size_ - 1)) {
   const int64_t scratch = doubling_ ? int64_t(call.count) : scatter_ ? 2 * length(0) : length(0);
-  scratch_ = empty({std::max<int64_t>(1, scratch)}, {.dtype = call.in.dtype()});
+  scratch_ = empty({std::max<int64_t>(1, scratch)}, {.dtype = call.in->dtype()});
 }
 
 // all_reduce: call.count elements cut in p nearly equal chunks; reduce_scatter: p blocks of
@@ -97,13 +97,13 @@ char* RingCollective::at(const Tensor& t, int64_t elements) const {
 // The last step receives into call.out; the others alternate between the two scratch chunks, so
 // a step's receive never overwrites the partial sum its send is still reading.
 void* RingCollective::partial(int step) const {
-  if (step == steps_ - 1) return call_.out.data_ptr();
+  if (step == steps_ - 1) return call_.out->data_ptr();
   return at(scratch_, (step % 2) * length(0));
 }
 
 // Reduce-scatter step s: send the partial sum of chunk (r - s - 1) (at step 0 our own block),
 // receive the partial sum of chunk (r - s - 2) from the previous rank and add our block of it;
-// after p-1 steps rank r holds chunk r complete, in call.out.
+// after p-1 steps rank r holds chunk r complete, in call.out->
 void RingCollective::post_scatter_step() {
   const int s = step_, next = (rank_ + 1) % size_, prev = (rank_ + size_ - 1) % size_;
   const void* send_from = s == 0 ? at(call_.in, offset(chunk_of(1))) : partial(s - 1);
@@ -128,7 +128,7 @@ void RingCollective::post_step() {
     auto lock = mpi_lock();
     TS_MPI_CHECK(MPI_Irecv(scratch_.data_ptr(), call_.count, call_.type, peer, tag_base_ + step_,
                            comm_, &requests_[0]));
-    TS_MPI_CHECK(MPI_Isend(call_.in.data_ptr(), call_.count, call_.type, peer, tag_base_ + step_,
+    TS_MPI_CHECK(MPI_Isend(call_.in->data_ptr(), call_.count, call_.type, peer, tag_base_ + step_,
                            comm_, &requests_[1]));
     posted_ = true;
     return;
@@ -150,13 +150,13 @@ void RingCollective::post_step() {
 
 // Adds what the finished step received into its destination.
 void RingCollective::reduce_received() {
-  const MPI_Op op = mpi_reduce_op(call_.op, call_.in.dtype());
+  const MPI_Op op = mpi_reduce_op(call_.op, call_.in->dtype());
   auto lock = mpi_lock();
   if (scatter_) {
     TS_MPI_CHECK(MPI_Reduce_local(at(call_.in, offset(chunk_of(step_ + 2))), partial(step_),
                                   call_.count, call_.type, op));
   } else if (doubling_) {
-    TS_MPI_CHECK(MPI_Reduce_local(scratch_.data_ptr(), call_.in.data_ptr(), call_.count,
+    TS_MPI_CHECK(MPI_Reduce_local(scratch_.data_ptr(), call_.in->data_ptr(), call_.count,
                                   call_.type, op));
   } else if (step_ < size_ - 1) {
     const int chunk = chunk_of(step_ + 1);

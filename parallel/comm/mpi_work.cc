@@ -60,7 +60,9 @@ WorkPtr MpiWork::run_blocking(const MpiCall& call, const MpiWorkInfo& info) {
 }
 
 MpiWork::MpiWork(Key, MpiCall call, MpiWorkInfo info)
-    : call_(std::move(call)), group_(info.group), info_{info.op, group_, info.timeout_s} {}
+    : call_(std::move(call)), group_(info.group), info_{info.op, group_, info.timeout_s} {
+  call_.own_tensors();  // the work outlives the caller's frame, whose tensors the call borrowed
+}
 
 MpiWork::MpiWork(MPI_Request request, MpiWorkInfo info)
     : group_(info.group), info_{info.op, group_, info.timeout_s}, request_(request) {}

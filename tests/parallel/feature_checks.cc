@@ -36,6 +36,17 @@ void check_point_to_point(Communicator& comm) {
       ->wait();
   RANK_CHECK(element(from_prev, 3) == prev, "batch from prev");
   RANK_CHECK(element(from_next, 0) == -next, "batch from next");
+
+  // A work in flight holds its tensors (a call that finishes inside the communicator only
+  // borrows them), so the caller may drop its handles before wait().
+  Tensor box = empty({6});
+  WorkPtr r = comm.recv(box, prev, 9);
+  RANK_CHECK(!box.is_sole_owner(), "a pending recv holds its tensor");
+  WorkPtr s = comm.send(full({6}, me + 0.5), next, 9);  // the temporary is gone after this line
+  s->wait();
+  r->wait();
+  RANK_CHECK(box.is_sole_owner(), "a finished recv releases its tensor");
+  RANK_CHECK(element(box, 5) == prev + 0.5, "recv from a dropped send buffer");
 }
 
 void check_overlap(Communicator& comm) {
