@@ -3,8 +3,10 @@
 #include "parallel/comm/communicator.h"
 
 #include <cstdlib>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "core/profiler.h"
@@ -73,47 +75,81 @@ double default_comm_timeout_s() {
   return v;
 }
 
+namespace {
+
+// The one copy of `name`, kept until the process ends: groups are made a few times per job, and
+// their names are short.
+const std::string* intern_name(std::string name) {
+  static std::mutex* mutex = new std::mutex;
+  static auto* names = new std::unordered_set<std::string>;  // nodes never move
+  std::lock_guard<std::mutex> lock(*mutex);
+  return &*names->insert(std::move(name)).first;
+}
+
+}  // namespace
+
 Communicator::Communicator(std::string name)
-    : name_(std::move(name)), timeout_s_(default_comm_timeout_s()) {}
+    : name_(intern_name(std::move(name))),
+      timeout_s_(default_comm_timeout_s()),
+      owner_(std::this_thread::get_id()) {}
 
 void Communicator::set_timeout_s(double seconds) {
   TS_CHECK(seconds > 0, "comm", "expected a positive timeout, got ", seconds, " s");
   timeout_s_ = seconds;
 }
 
-namespace {
-
-// Holds a spin lock for its lifetime. The sections it guards are a few adds or a copy, so a
-// waiter yields rather than sleeps.
-class SpinGuard {
- public:
-  explicit SpinGuard(std::atomic_flag& flag) : flag_(flag) {
-    while (flag_.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
+CommStats Communicator::owner_totals() const {
+  CommStats totals;
+  for (int k = 0; k < kNumCommKinds; ++k) {
+    const OwnerCounter& o = owner_counts_[size_t(k)];
+    CommCounter& c = totals.by_kind[size_t(k)];
+    c.calls = o.calls.load(std::memory_order_relaxed);
+    c.payload_bytes = o.payload_bytes.load(std::memory_order_relaxed);
+    c.bytes_sent = o.bytes_sent.load(std::memory_order_relaxed);
+    c.bytes_received = o.bytes_received.load(std::memory_order_relaxed);
   }
-  ~SpinGuard() { flag_.clear(std::memory_order_release); }
-  SpinGuard(const SpinGuard&) = delete;
-  SpinGuard& operator=(const SpinGuard&) = delete;
-
- private:
-  std::atomic_flag& flag_;
-};
-
-}  // namespace
+  return totals;
+}
 
 CommStats Communicator::stats() const {
-  SpinGuard lock(stats_lock_);
-  return stats_;
+  CommStats s = owner_totals();
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  for (int k = 0; k < kNumCommKinds; ++k) {
+    CommCounter& c = s.by_kind[size_t(k)];
+    const CommCounter &other = other_counts_.by_kind[size_t(k)],
+                      &base = baseline_.by_kind[size_t(k)];
+    c.calls += other.calls - base.calls;
+    c.payload_bytes += other.payload_bytes - base.payload_bytes;
+    c.bytes_sent += other.bytes_sent - base.bytes_sent;
+    c.bytes_received += other.bytes_received - base.bytes_received;
+  }
+  return s;
 }
 
 void Communicator::reset_stats() {
-  SpinGuard lock(stats_lock_);
-  stats_ = CommStats{};
+  CommStats totals = owner_totals();
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  for (int k = 0; k < kNumCommKinds; ++k)
+    totals.by_kind[size_t(k)] += other_counts_.by_kind[size_t(k)];
+  baseline_ = totals;
 }
 
 void Communicator::record(CommKind kind, int64_t payload_bytes, bool is_root) {
-  Traffic traffic = collective_traffic(kind, payload_bytes, size(), is_root);
-  SpinGuard lock(stats_lock_);
-  CommCounter& c = stats_[kind];
+  const Traffic traffic = collective_traffic(kind, payload_bytes, size(), is_root);
+  if (std::this_thread::get_id() == owner_) {
+    // Only this thread writes these: a load and a store each, no locked instruction.
+    OwnerCounter& o = owner_counts_[size_t(kind)];
+    const auto add = [](std::atomic<int64_t>& v, int64_t d) {
+      v.store(v.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
+    };
+    add(o.calls, 1);
+    add(o.payload_bytes, payload_bytes);
+    add(o.bytes_sent, traffic.sent);
+    add(o.bytes_received, traffic.received);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  CommCounter& c = other_counts_[kind];
   c.calls += 1;
   c.payload_bytes += payload_bytes;
   c.bytes_sent += traffic.sent;

@@ -18,16 +18,20 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kCheckPeriod = std::chrono::milliseconds(50);
-constexpr uint64_t kFiring = ~uint64_t(0);  // the watchdog has claimed the call, ending the job
 
-// One thread's armed call. `seq` is odd while a call is armed and grows by one at every arm and
-// disarm, so the watchdog times a call by seeing the same odd value for longer than its timeout:
-// the calling thread never reads the clock. `info` is written by its thread only while disarmed;
-// the watchdog reads it only after winning the slot (kFiring), which keeps the thread from
-// disarming and returning (so `info` stays alive) until the job ends.
+// One thread's armed call, published like a seqlock. `seq` is odd while a call is armed and grows
+// by one at every arm and disarm, so the watchdog times a call by seeing the same odd value for
+// longer than its timeout: the calling thread never reads the clock. The call's description is
+// written by its thread only while disarmed and read by the watchdog only while armed, then checked
+// against `seq` again. Everything it points to lives as long as the process (the op names are
+// literals, the group names interned, see Communicator::name()), so the thread's disarm is one
+// plain store: it never waits for the watchdog, which at worst ends a job whose call finished in
+// the instant after its timeout.
 struct ThreadSlot {
   std::atomic<uint64_t> seq{0};
-  std::atomic<const MpiWorkInfo*> info{nullptr};
+  std::atomic<const char*> op{nullptr};
+  std::atomic<const char*> group{nullptr};
+  std::atomic<size_t> group_size{0};
   std::atomic<double> timeout_s{0};
   // The watchdog's own notes (touched only by the watchdog thread, under the registry lock).
   uint64_t seen_seq = 0;
@@ -53,18 +57,21 @@ Registry& registry() {
     const Clock::time_point now = Clock::now();
     for (ThreadSlot* s : r.slots) {
       uint64_t seq = s->seq.load(std::memory_order_acquire);
-      if (seq % 2 == 0 || seq == kFiring) continue;  // nothing armed
-      if (seq != s->seen_seq) {                        // a new call: start its clock
+      if (seq % 2 == 0) continue;       // nothing armed
+      if (seq != s->seen_seq) {         // a new call: start its clock
         s->seen_seq = seq;
         s->seen_at = now;
         continue;
       }
       const double waited = std::chrono::duration<double>(now - s->seen_at).count();
-      if (waited < s->timeout_s.load(std::memory_order_relaxed)) continue;
-      if (!s->seq.compare_exchange_strong(seq, kFiring)) continue;  // it just finished
-      const MpiWorkInfo& info = *s->info.load(std::memory_order_relaxed);
-      abort_job(str_cat("[", info.op, "] timed out after ", info.timeout_s, " s in group ",
-                        info.group));
+      const double timeout_s = s->timeout_s.load(std::memory_order_relaxed);
+      if (waited < timeout_s) continue;
+      const char* op = s->op.load(std::memory_order_relaxed);
+      const std::string_view group(s->group.load(std::memory_order_relaxed),
+                                   s->group_size.load(std::memory_order_relaxed));
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (s->seq.load(std::memory_order_relaxed) != seq) continue;  // it just finished
+      abort_job(str_cat("[", op, "] timed out after ", timeout_s, " s in group ", group));
     }
   }
 }
@@ -97,7 +104,9 @@ BlockingCallGuard::BlockingCallGuard(const MpiWorkInfo& info) {
   ThreadSlot& s = this_thread_slot();
   const uint64_t seq = s.seq.load(std::memory_order_relaxed);
   if (seq % 2 == 1) return;  // this thread already has an armed call
-  s.info.store(&info, std::memory_order_relaxed);
+  s.op.store(info.op, std::memory_order_relaxed);
+  s.group.store(info.group.data(), std::memory_order_relaxed);
+  s.group_size.store(info.group.size(), std::memory_order_relaxed);
   s.timeout_s.store(info.timeout_s, std::memory_order_relaxed);
   s.seq.store(seq + 1, std::memory_order_release);
   armed_ = true;
@@ -106,11 +115,7 @@ BlockingCallGuard::BlockingCallGuard(const MpiWorkInfo& info) {
 BlockingCallGuard::~BlockingCallGuard() {
   if (!armed_) return;
   ThreadSlot& s = this_thread_slot();
-  uint64_t seq = s.seq.load(std::memory_order_relaxed);
-  if (seq == kFiring || !s.seq.compare_exchange_strong(seq, seq + 1)) {
-    // The watchdog is ending the job and reads this call's info: stay until it does.
-    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
-  }
+  s.seq.store(s.seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
 }
 
 }  // namespace tessera::parallel

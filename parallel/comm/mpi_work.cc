@@ -60,12 +60,12 @@ WorkPtr MpiWork::run_blocking(const MpiCall& call, const MpiWorkInfo& info) {
 }
 
 MpiWork::MpiWork(Key, MpiCall call, MpiWorkInfo info)
-    : call_(std::move(call)), group_(info.group), info_{info.op, group_, info.timeout_s} {
+    : call_(std::move(call)), info_(info) {
   call_.own_tensors();  // the work outlives the caller's frame, whose tensors the call borrowed
 }
 
 MpiWork::MpiWork(MPI_Request request, MpiWorkInfo info)
-    : group_(info.group), info_{info.op, group_, info.timeout_s}, request_(request) {}
+    : info_(info), request_(request) {}
 
 MpiWork::~MpiWork() {
   if (done_.load(std::memory_order_acquire) || !mpi_active()) return;

@@ -33,9 +33,9 @@
 
 namespace tessera::parallel {
 
-// What names a call in its errors and timeout. `group` views the communicator's name: a blocking
-// call reads it while the communicator is busy with the call, and an MpiWork, which may outlive
-// its communicator, keeps its own copy.
+// What names a call in its errors and timeout. Both names live as long as the process, so an
+// MpiWork that outlives its communicator and the watchdog (mpi_watchdog.h) may read them at any
+// time: `op` is a literal, `group` views the communicator's interned name (Communicator::name()).
 struct MpiWorkInfo {
   const char* op = "";     // "all_reduce", ...
   std::string_view group;  // the communicator's name
@@ -76,7 +76,6 @@ class MpiWork : public Work {
 
   std::mutex mutex_;   // wait() / is_completed() from several threads
   MpiCall call_;       // the operation's buffers, held until it completes
-  std::string group_;  // info_.group views it
   MpiWorkInfo info_;
   MPI_Request request_ = MPI_REQUEST_NULL;
   std::unique_ptr<RingCollective> ring_;  // instead of request_, for a ring collective

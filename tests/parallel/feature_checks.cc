@@ -1,6 +1,7 @@
 // Point to point, batched transfers, overlapping works, split groups, byte counters, argument
 // errors and the configuration check, on however many ranks the job has.
 #include <algorithm>
+#include <thread>
 #include <vector>
 
 #include "core/factory.h"
@@ -126,8 +127,21 @@ void check_stats(Communicator& comm) {
   RANK_CHECK(s[CommKind::barrier].calls == 1, "barrier calls");
   RANK_CHECK(s[CommKind::send].calls == 0, "no sends");
   RANK_CHECK(s.total().calls == 4, "total calls");
+
+  // Calls from another thread (ZeRO's step worker) count too, and a reset clears them.
+  std::thread other([&] { comm.all_reduce(t)->wait(); });
+  other.join();
+  comm.all_reduce(t)->wait();
+  s = comm.stats();
+  RANK_CHECK(s[CommKind::all_reduce].calls == 4, "all_reduce calls from two threads");
+  RANK_CHECK(s[CommKind::all_reduce].payload_bytes == 16000, "all_reduce payload, two threads");
   comm.reset_stats();
   RANK_CHECK(comm.stats().total().calls == 0, "reset");
+  std::thread again([&] { comm.barrier()->wait(); });
+  again.join();
+  s = comm.stats();
+  RANK_CHECK(s.total().calls == 1 && s[CommKind::barrier].calls == 1, "another thread after reset");
+  comm.reset_stats();
 }
 
 void check_argument_errors(Communicator& comm) {
