@@ -60,7 +60,7 @@ MpiCall MpiCommunicator::make_reduce_call(CommKind kind, const Tensor& in, const
   return c;
 }
 
-WorkPtr MpiCommunicator::start_work(MpiCall call, const char* op) {
+WorkPtr MpiCommunicator::start_work(MpiCall&& call, const char* op) {
   MpiWorkInfo info{op, name(), timeout_s()};
   if (runs_blocking(call)) return MpiWork::run_blocking(call, info);
   if (use_ring(call)) {
