@@ -104,6 +104,9 @@ BlockingCallGuard::BlockingCallGuard(const MpiWorkInfo& info) {
   ThreadSlot& s = this_thread_slot();
   const uint64_t seq = s.seq.load(std::memory_order_relaxed);
   if (seq % 2 == 1) return;  // this thread already has an armed call
+  // Orders the description's stores after the last disarm, as a seqlock writer must: a watchdog
+  // that reads a new description then sees the slot's seq moved on (no instruction on x86).
+  std::atomic_thread_fence(std::memory_order_release);
   s.op.store(info.op, std::memory_order_relaxed);
   s.group.store(info.group.data(), std::memory_order_relaxed);
   s.group_size.store(info.group.size(), std::memory_order_relaxed);
