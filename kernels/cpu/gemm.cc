@@ -146,6 +146,46 @@ void pack_transposed(const float* src, int64_t ld, int rows, int64_t kc, int wid
   }
 }
 
+// Copies `count` rows of one panel, row k of the source at in + k*ld, into (count, width) packed
+// floats: `live` values a row, zeros after them. The whole panels of the widths the micro-kernels
+// use are copied in fixed-size vector moves: a memcpy call per row cost more than the copy, and
+// even a loop over the row's vectors costs more than its moves. With memcpy and std::fill, an
+// AVX2 weight-gradient product that packs a transposed A into 6-wide panels and has few output
+// columns ran 13% below OpenBLAS (768 x 96 x 1024).
+template <int W>
+void copy_panel_rows_fixed(const float* in, int64_t ld, int64_t count, float* out) {
+  for (int64_t k = 0; k < count; ++k, in += ld, out += W) {
+    _mm_prefetch(reinterpret_cast<const char*>(in + kPackPrefetch), _MM_HINT_T0);
+    if constexpr (W % 8 == 0) {
+#pragma GCC unroll 8
+      for (int c = 0; c < W; c += 8) _mm256_storeu_ps(out + c, _mm256_loadu_ps(in + c));
+    } else {
+      static_assert(W == 6, "a fixed panel width is a multiple of 8, or 6");
+      _mm_storeu_ps(out, _mm_loadu_ps(in));
+      std::memcpy(out + 4, in + 4, 2 * sizeof(float));  // one 8-byte move
+    }
+  }
+}
+
+void copy_panel_rows(const float* in, int64_t ld, int64_t count, int live, int width,
+                     float* out) {
+  if (live == width) {
+    switch (width) {
+      case 6: return copy_panel_rows_fixed<6>(in, ld, count, out);
+      case 8: return copy_panel_rows_fixed<8>(in, ld, count, out);
+      case 16: return copy_panel_rows_fixed<16>(in, ld, count, out);
+      case 48: return copy_panel_rows_fixed<48>(in, ld, count, out);
+      case 64: return copy_panel_rows_fixed<64>(in, ld, count, out);
+      default: break;
+    }
+  }
+  for (int64_t k = 0; k < count; ++k, in += ld, out += width) {
+    _mm_prefetch(reinterpret_cast<const char*>(in + kPackPrefetch), _MM_HINT_T0);
+    std::memcpy(out, in, sizeof(float) * live);
+    std::fill(out + live, out + width, 0.0f);
+  }
+}
+
 // Packs panels [first, last) of rows [r0, r0 + rows) of op(X), depth [k0, k0 + kc); panel q
 // starts at dst + q*width*kc.
 void pack_panels(const Operand& x, int64_t r0, int64_t rows, int64_t k0, int64_t kc, int width,
@@ -169,18 +209,8 @@ void pack_panels(const Operand& x, int64_t r0, int64_t rows, int64_t k0, int64_t
     for (int64_t q = first; q < last; ++q) {
       const int64_t r = q * width;
       const int live = static_cast<int>(std::min<int64_t>(width, rows - r));
-      const bool full = live == width && width % 8 == 0;  // every micro-kernel's nr
-      for (int64_t k = kg; k < k_end; ++k) {
-        const float* in = x.data + (k0 + k) * x.ld + r0 + r;
-        float* out = dst + q * width * kc + k * width;
-        _mm_prefetch(reinterpret_cast<const char*>(in + kPackPrefetch), _MM_HINT_T0);
-        if (full) {  // a memcpy call per copy cost more than the copy
-          for (int c = 0; c < width; c += 8) _mm256_storeu_ps(out + c, _mm256_loadu_ps(in + c));
-        } else {
-          std::memcpy(out, in, sizeof(float) * live);
-          std::fill(out + live, out + width, 0.0f);
-        }
-      }
+      copy_panel_rows(x.data + (k0 + kg) * x.ld + r0 + r, x.ld, k_end - kg, live, width,
+                      dst + q * width * kc + kg * width);
     }
   }
 }
