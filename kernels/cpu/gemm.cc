@@ -167,8 +167,7 @@ void copy_panel_rows_fixed(const float* in, int64_t ld, int64_t count, float* ou
   }
 }
 
-void copy_panel_rows(const float* in, int64_t ld, int64_t count, int live, int width,
-                     float* out) {
+void copy_panel_rows(const float* in, int64_t ld, int64_t count, int live, int width, float* out) {
   if (live == width) {
     switch (width) {
       case 6: return copy_panel_rows_fixed<6>(in, ld, count, out);

@@ -57,8 +57,8 @@ Registry& registry() {
     const Clock::time_point now = Clock::now();
     for (ThreadSlot* s : r.slots) {
       uint64_t seq = s->seq.load(std::memory_order_acquire);
-      if (seq % 2 == 0) continue;       // nothing armed
-      if (seq != s->seen_seq) {         // a new call: start its clock
+      if (seq % 2 == 0) continue;  // nothing armed
+      if (seq != s->seen_seq) {    // a new call: start its clock
         s->seen_seq = seq;
         s->seen_at = now;
         continue;

@@ -59,13 +59,11 @@ WorkPtr MpiWork::run_blocking(const MpiCall& call, const MpiWorkInfo& info) {
   return WorkPtr(WorkPtr(), &finished);
 }
 
-MpiWork::MpiWork(Key, MpiCall call, MpiWorkInfo info)
-    : call_(std::move(call)), info_(info) {
+MpiWork::MpiWork(Key, MpiCall call, MpiWorkInfo info) : call_(std::move(call)), info_(info) {
   call_.own_tensors();  // the work outlives the caller's frame, whose tensors the call borrowed
 }
 
-MpiWork::MpiWork(MPI_Request request, MpiWorkInfo info)
-    : info_(info), request_(request) {}
+MpiWork::MpiWork(MPI_Request request, MpiWorkInfo info) : info_(info), request_(request) {}
 
 MpiWork::~MpiWork() {
   if (done_.load(std::memory_order_acquire) || !mpi_active()) return;

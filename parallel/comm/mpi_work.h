@@ -74,8 +74,8 @@ class MpiWork : public Work {
   // Polls until done, or aborts the job at the timeout.
   void poll_until_done();
 
-  std::mutex mutex_;   // wait() / is_completed() from several threads
-  MpiCall call_;       // the operation's buffers, held until it completes
+  std::mutex mutex_;  // wait() / is_completed() from several threads
+  MpiCall call_;      // the operation's buffers, held until it completes
   MpiWorkInfo info_;
   MPI_Request request_ = MPI_REQUEST_NULL;
   std::unique_ptr<RingCollective> ring_;  // instead of request_, for a ring collective
