@@ -292,8 +292,7 @@ inline float row_dot(Isa, const float* x, const float* y, int64_t n) {
 
 // out[i] = y[i] * (g[i] - sub) (softmax backward). out may alias y or g.
 template <typename Isa>
-inline void row_mul_sub_dot(Isa, const float* y, const float* g, float sub, float* out,
-                            int64_t n) {
+inline void row_mul_sub(Isa, const float* y, const float* g, float sub, float* out, int64_t n) {
   using V = f32v<Isa>;
   constexpr int64_t kLanes = Isa::kFloatLanes;
   V vs, a, b;

@@ -94,7 +94,7 @@ void softmax_backward(const Tensor& y, const Tensor& grad_y, const Tensor& grad_
     map_rows<T, 2>({y, grad_y}, grad_x,
                    [](auto isa, const std::array<const float*, 2>& in, float* o, int64_t n) {
                      const float *yr = in[0], *gr = in[1];
-                     detail::row_mul_sub_dot(isa, yr, gr, detail::row_dot(isa, yr, gr, n), o, n);
+                     detail::row_mul_sub(isa, yr, gr, detail::row_dot(isa, yr, gr, n), o, n);
                    });
   });
 }
