@@ -114,4 +114,10 @@ void set_history(const Tensor& out, const std::shared_ptr<Node>& node, uint32_t 
   out.set_history(node, output_nr);
 }
 
+Tensor Node::grad_in_output_dtype(std::vector<Tensor>& grads, uint32_t output_nr) const {
+  Tensor g = std::move(grads[output_nr]);
+  const DType dtype = output_meta.at(output_nr).dtype;
+  return g.dtype() == dtype ? g : to_dtype(g, dtype);
+}
+
 }  // namespace tessera::autograd

@@ -81,6 +81,11 @@ class Node : public std::enable_shared_from_this<Node> {
     output_meta[output_nr] = OutputMeta{out.shape(), out.dtype(), out.device(), true};
   }
 
+  // The gradient for output `output_nr` (taken from grads), in the dtype that output had: a
+  // collective backward must send every rank's gradient in one dtype, whatever the layers below
+  // accumulated in.
+  Tensor grad_in_output_dtype(std::vector<Tensor>& grads, uint32_t output_nr = 0) const;
+
   std::vector<Edge> next_edges;  // one per differentiable input, in the forward's order
   uint64_t sequence_nr;          // creation order: later nodes run first among ready ones
   // Filled by record_output (indexed by output_nr); empty for nodes that do not always run.

@@ -14,6 +14,10 @@ class Error : public std::runtime_error {
   Error(std::string op, const std::string& message);
   const std::string& op() const { return op_; }
 
+ protected:
+  struct Formatted {};  // the message is a whole what() already (rank prefix and [op])
+  Error(std::string op, const std::string& what, Formatted);
+
  private:
   std::string op_;
 };
@@ -22,6 +26,18 @@ class Error : public std::runtime_error {
 class ValueError : public Error {
  public:
   using Error::Error;
+};
+
+// A failure first raised on another rank and shared with this one, so that every rank throws at
+// the same point with the same text (parallel::run_agreed): what() is that rank's message, word
+// for word. The origin rank reports it; the others may stay quiet (run_distributed does).
+class PeerError : public ValueError {
+ public:
+  PeerError(int origin_rank, const std::string& what);
+  int origin_rank() const { return origin_rank_; }
+
+ private:
+  int origin_rank_;
 };
 
 // A broken invariant inside Tessera (a bug), or a failure of the system below us.

@@ -18,9 +18,8 @@ PipelineStage PipelineStage::plan(const BuildContext& ctx, int64_t blocks, int64
     s.rank_ = parallel->coord("pipeline");
   }
   const int stages = s.ranks_ * s.chunks_;
-  const auto spec =
-      parallel::pipeline::PartitionSpec::from_json(parallel ? parallel->config().pipeline_options.partition
-                                                            : nlohmann::json("uniform"));
+  const parallel::pipeline::PartitionSpec spec =
+      parallel ? parallel->config().pipeline_options.partition : parallel::pipeline::PartitionSpec{};
   s.all_ = parallel::pipeline::partition_blocks(
       spec, blocks, stages, std::vector<int64_t>(size_t(blocks), block_params), first_extra,
       last_extra);

@@ -18,8 +18,8 @@ SequenceShard::SequenceShard(const BuildContext& ctx) {
   size_ = p->config().sequence;
   rank_ = p->sequence_group()->rank();
   group_ = p->sequence_group();
-  mode_ = seq::parse_mode(p->config().sequence_mode);
-  if (p->config().sequence_layout == "zigzag") layout_ = seq::SequenceLayout::zigzag;
+  mode_ = p->config().sequence_mode;
+  layout_ = p->config().layout();
 }
 
 int64_t SequenceShard::multiple() const {

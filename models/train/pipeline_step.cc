@@ -12,17 +12,19 @@
 
 namespace tessera::train {
 
-PipelineStep::PipelineStep(Task& task, const parallel::ParallelContext& context, int micro_batches)
+PipelineStep::PipelineStep(Task& task, const parallel::ParallelContext& context, int micro_batches,
+                           Device device)
     : task_(task), context_(context) {
   TS_CHECK(task.pipeline_stage() != nullptr, "train",
            "this model cannot be split into pipeline stages; set parallel.pipeline to 1");
   const parallel::ParallelConfig& c = context.config();
   const parallel::pipeline::ScheduleSpec spec{
-      .kind = parallel::pipeline::schedule_kind(c.pipeline_options.schedule),
+      .kind = c.pipeline_options.schedule,
       .stages = c.pipeline,
       .virtual_stages = c.pipeline_options.virtual_stages,
       .micro_batches = micro_batches};
-  executor_ = std::make_unique<parallel::pipeline::PipelineExecutor>(context.pipeline_group(), spec);
+  executor_ = std::make_unique<parallel::pipeline::PipelineExecutor>(context.pipeline_group(), spec,
+                                                                     device);
   task_.set_pipeline(executor_.get());
 }
 
@@ -61,20 +63,17 @@ std::vector<std::string> PipelineStep::tied_parameters_held() const {
 }
 
 void PipelineStep::reduce_tied_gradients() {
-  const nn::PipelineStage& stage = *task_.pipeline_stage();
   const std::vector<std::string> tied = tied_parameters_held();
   if (tied.empty()) return;
-  parallel::Communicator& group = *context_.pipeline_group();
-  const int peer = stage.holds_embeddings() ? group.size() - 1 : 0;
+  const std::shared_ptr<parallel::Communicator>& group = context_.embedding_group();
+  TS_ASSERT(group != nullptr);  // tied parameters live on the first and last stage only
   for (const auto& [name, p] : task_.model().named_parameters()) {
     if (std::find(tied.begin(), tied.end(), name) == tied.end()) continue;
-    Tensor mine = p.grad().defined() ? p.grad().contiguous() : zeros(p.shape(), {.dtype = p.dtype()});
-    Tensor theirs = empty(p.shape(), {.dtype = p.dtype()});
-    // Both stages add the same two values, so they hold bit-identical sums.
-    parallel::WorkPtr sent = group.send(mine, peer, 1);
-    group.recv(theirs, peer, 1)->wait();
-    sent->wait();
-    p.set_grad(stage.holds_embeddings() ? add(mine, theirs) : add(theirs, mine));
+    // A sum of two values is the same in either order, so both stages hold bit-identical sums.
+    Tensor sum = p.grad().defined() ? p.grad().contiguous().clone()
+                                    : zeros(p.shape(), {.dtype = p.dtype(), .device = p.device()});
+    group->all_reduce(sum, parallel::ReduceOp::sum)->wait();
+    p.set_grad(sum);
   }
 }
 

@@ -17,8 +17,10 @@ namespace tessera::train {
 
 class PipelineStep {
  public:
-  // Collective-free. The task's model must be pipelined (task.pipeline_stage() not null).
-  PipelineStep(Task& task, const parallel::ParallelContext& context, int micro_batches);
+  // Collective-free. The task's model must be pipelined (task.pipeline_stage() not null); device:
+  // where the stage computes (what it receives is allocated there).
+  PipelineStep(Task& task, const parallel::ParallelContext& context, int micro_batches,
+               Device device);
 
   // One step's forwards and backwards over `micro_batch`-row micro-batches; to_backward turns a
   // micro-batch's mean loss into what is backpropagated (the accumulation mean, the loss scale).

@@ -15,8 +15,8 @@ namespace tessera::train {
 namespace {
 
 // ZeRO stages 1-3, with or without offload, with an element-wise optimizer, on the CPU or on GPUs
-// (where the data group's NCCL half moves the device shards and its MPI half the host ones). (A
-// pipeline takes stage 0 or 1 only: check_supported says so first.)
+// (where the data group's NCCL half moves the device shards and its MPI half the host ones), with
+// or without a pipeline (each stage shards its own chunks' parameters over its data group).
 void check_zero_supported(const TrainConfig& c) {
   const ZeroSection& z = c.zero;
   if (z.stage == 0) return;
@@ -172,7 +172,7 @@ void check_sequence(const TrainConfig& c) {
            "the positions; set parallel.tensor.sequence_parallel to false or parallel.sequence to 1");
   TS_CHECK(c.train.device == "cpu", "config", what, " with train.device ", c.train.device,
            ": sequence parallelism runs on the CPU in this version of Tessera");
-  const bool zigzag = p.sequence_layout == "zigzag";
+  const bool zigzag = p.layout() == parallel::sequence::SequenceLayout::zigzag;
   TS_CHECK(!zigzag || c.kind == ModelKind::gpt, "config", what,
            " with parallel.sequence.layout zigzag: zigzag balances causal attention, and ",
            c.kind == ModelKind::bert ? "BERT" : "ViT",
@@ -215,7 +215,7 @@ void check_sequence(const TrainConfig& c) {
   // 1 / q, 3D: 1 / q^2), which all_to_all deals out over the sequence ranks.
   const int64_t q = parallel::tensor_grid_dim(p.tensor);
   const int64_t tp = p.tensor.mode == "3d" ? q * q : q;
-  TS_CHECK(p.sequence_mode != "all_to_all" || heads % (tp * p.sequence) == 0, "config", what,
+  TS_CHECK(p.sequence_mode != parallel::sequence::SequenceAttentionMode::all_to_all || heads % (tp * p.sequence) == 0, "config", what,
            " in mode all_to_all moves heads between the ranks: expected model.n_heads ", heads,
            tp > 1 ? str_cat(" divisible by the tensor ranks' head split ", tp, " x ", p.sequence,
                             " = ", tp * p.sequence)
@@ -318,7 +318,8 @@ int64_t resolve_layout(TrainConfig& c, int world_size) {
   if (p.pipeline > 1) {
     const parallel::PipelineOptions& pp = p.pipeline_options;
     const int v = pp.virtual_stages;
-    TS_CHECK(pp.schedule != "interleaved" || micro_batches % p.pipeline == 0, "config",
+    TS_CHECK(micro_batches % parallel::pipeline::micro_batch_multiple(pp.schedule, p.pipeline) == 0,
+             "config",
              "parallel.pipeline.schedule interleaved needs the micro-batches per step (",
              "train.batch_size ", t.batch_size, " / (train.micro_batch_size ", t.micro_batch_size,
              " x data ", p.data, ") = ", micro_batches, ") divisible by parallel.pipeline ",

@@ -22,23 +22,6 @@ std::unique_ptr<Task> make_task(const TaskContext& ctx) {
   return nullptr;
 }
 
-std::vector<double> sum_over_ranks(parallel::Communicator* comm,
-                                   const std::vector<double>& values) {
-  if (!comm || comm->size() == 1) return values;
-  // Doubles travel as their bits (i64) and are added in rank order: exact and identical everywhere,
-  // which a floating all-reduce does not promise.
-  const int64_t n = int64_t(values.size());
-  Tensor local = empty({n}, {.dtype = DType::i64});
-  std::memcpy(local.data_ptr(), values.data(), size_t(n) * sizeof(double));
-  Tensor all = empty({n * comm->size()}, {.dtype = DType::i64});
-  comm->all_gather(local, all)->wait();
-  std::vector<double> out(values.size(), 0.0);
-  const auto* bits = static_cast<const double*>(all.data_ptr());
-  for (int r = 0; r < comm->size(); ++r)
-    for (int64_t i = 0; i < n; ++i) out[size_t(i)] += bits[r * n + i];
-  return out;
-}
-
 void Task::draw_micro_batches(int64_t, int64_t) {
   TS_FAIL("train", "this model cannot be split into pipeline stages; set parallel.pipeline to 1");
 }

@@ -14,6 +14,7 @@
 #include "models/nn/pipeline_stage.h"
 #include "models/train/train_config.h"
 #include "parallel/comm/communicator.h"
+#include "parallel/comm/rank_sum.h"
 #include "parallel/mesh/parallel_context.h"
 #include "parallel/pipeline/executor.h"
 
@@ -92,7 +93,7 @@ std::unique_ptr<Task> make_vit_task(const TaskContext& ctx);
 std::unique_ptr<Task> make_task(const TaskContext& ctx);
 
 // Sums each value over the ranks of `comm` (nullptr: one rank), exactly and in rank order, so
-// every rank gets bit-identical results.
-std::vector<double> sum_over_ranks(parallel::Communicator* comm, const std::vector<double>& values);
+// every rank gets bit-identical results (parallel/comm/rank_sum.h).
+using parallel::sum_over_ranks;
 
 }  // namespace tessera::train

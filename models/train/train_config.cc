@@ -101,9 +101,13 @@ void read_parallel(const json& j, TrainConfig& c) {
   // GPT is causal: under ring_flash the zigzag layout gives every sequence rank the same work
   // (blocks above the diagonal are skipped). Ring scores every pair and all_to_all gathers whole
   // sequences per head, and BERT and ViT attend both ways: contiguous for them.
-  if (c.parallel.sequence_layout == "auto")
+  using parallel::sequence::SequenceLayout;
+  if (!c.parallel.sequence_layout)
     c.parallel.sequence_layout =
-        c.kind == ModelKind::gpt && c.parallel.sequence_mode == "ring_flash" ? "zigzag" : "contiguous";
+        c.kind == ModelKind::gpt &&
+                c.parallel.sequence_mode == parallel::sequence::SequenceAttentionMode::ring_flash
+            ? SequenceLayout::zigzag
+            : SequenceLayout::contiguous;
 }
 
 void read_precision(const json& j, TrainConfig& c) {

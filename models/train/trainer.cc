@@ -17,6 +17,8 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 #include "autograd/engine.h"
 #include "autograd/ops.h"
@@ -42,6 +44,7 @@
 #include "models/train/update_engine.h"
 #include "models/train/zero_build.h"
 #include "optim/param_math.h"
+#include "parallel/comm/agreed.h"
 #include "parallel/comm/config_check.h"
 #include "parallel/mesh/parallel_context.h"
 #include "parallel/zero/offload.h"
@@ -50,23 +53,6 @@
 namespace tessera::train {
 
 using nlohmann::json;
-
-void run_agreed(parallel::Communicator* comm, const std::function<void()>& fn) {
-  if (!comm || comm->size() == 1) return fn();
-  std::exception_ptr error;
-  try {
-    fn();
-  } catch (...) {
-    error = std::current_exception();
-  }
-  Tensor flag = from_vector<int32_t>({error ? comm->rank() : INT_MAX}, {1});
-  comm->all_reduce(flag, parallel::ReduceOp::min)->wait();
-  const int first = flag.data<int32_t>()[0];
-  if (first == INT_MAX) return;
-  if (first == comm->rank()) std::rethrow_exception(error);
-  comm->barrier()->wait();  // never completes: rank `first` aborts the job
-  TS_FAIL("train", "rank ", first, " failed");
-}
 
 namespace {
 
@@ -93,6 +79,7 @@ uint64_t rng_seed(const TrainConfig& c, int64_t data_rank) {
   return c.train.seed * 0x9E3779B97F4A7C15ull + uint64_t(data_rank) + 1;
 }
 
+// Each step is agreed (run_agreed): a failure on any rank stops every rank at the same point.
 void Trainer::setup() {
   const int world_size = world_ ? world_->size() : 1;
   run_agreed(world_.get(), [&] {
@@ -103,114 +90,145 @@ void Trainer::setup() {
   set_threads(config_, world_size);
   // Before any rank looks for a checkpoint: rank 0 locks checkpoint.dir (one run at a time),
   // clears interrupted saves and refuses to mix a fresh run with an earlier one's checkpoints.
-  run_agreed(world_.get(), [&] {
-    if (!rank0() || config_.checkpoint.dir.empty()) return;
-    checkpoint_root_ = std::make_unique<CheckpointRoot>(config_.checkpoint, [&](const std::string& m) {
-      if (std::ostream* os = out()) *os << m << "\n";
-    });
-  });
-  if (world_) {
-    // Ranks holding different configurations would deadlock in mismatched collectives.
-    parallel::check_same_config(*world_, config_.source.dump());
-    // On GPUs every group moves device tensors over NCCL and host tensors over MPI.
-    context_ = std::make_unique<parallel::ParallelContext>(config_.parallel,
-                                                           context_world(world_, device_));
-    data_rank_ = context_->coord("data");
-  }
+  run_agreed(world_.get(), [&] { checkpoint_root_ = lock_checkpoint_dir(); });
+  context_ = make_context();
+  data_rank_ = context_ ? context_->coord("data") : 0;
+  std::vector<Tensor> zero_masters;
   run_agreed(world_.get(), [&] {
     init_gen_ = Generator(config_.train.seed);
     manual_seed(rng_seed(config_, data_rank_));
-    TS_CHECK(make_task_ || config_.kind != ModelKind::custom, "config",
-             "model.type custom is a model given through the C++ API (train::Engine with a "
-             "ModelRecipe, models/train/engine.h); `tessera train` builds gpt, bert or vit");
-    const TaskFactory make = make_task_ ? make_task_ : TaskFactory(make_task);
-    const TaskContext task_context{.config = &config_,
-                                   .data_rank = data_rank_,
-                                   .data_size = config_.parallel.data,
-                                   .init_gen = &init_gen_,
-                                   .device = device_,
-                                   // Layers split only where the layout says (tensor, pipeline or
-                                   // sequence size > 1); a data-parallel-only context builds the
-                                   // serial layers.
-                                   .parallel = context_.get()};
-    const DType dtype = precision_dtype(config_.precision.dtype);
-    if (sharded_build()) {
-      zero_masters_ = build_sharded(
-          {.dtype = dtype,
-           .groups = [this](const nn::Module& model) { return param_groups(model); },
-           .ranks = replica_group()->size(),
-           .rank = replica_group()->rank(),
-           .shard_device = config_.zero.offload ? parallel::zero::offload_host_device(device_)
-                                                : device_,
-           .generators = {&init_gen_, &default_generator()}},
-          [&]() -> const nn::Module& {
-            task_.reset();  // the probe's task goes before the real one is built
-            task_ = make(task_context);
-            return task_->model();
-          });
-    } else {
-      task_ = make(task_context);
-    }
-    if (pipelined()) pipeline_ = std::make_unique<PipelineStep>(*task_, *context_, int(accum_));
-    if (dtype != DType::f32) task_->model().to(dtype);
+    std::tie(task_, zero_masters) = build_task();
+    if (pipelined())
+      pipeline_ = std::make_unique<PipelineStep>(*task_, *context_, int(accum_), device_);
+    if (const DType dtype = precision_dtype(config_.precision.dtype); dtype != DType::f32)
+      task_->model().to(dtype);
   });
-  // Gradients live on device_, so they are reduced by a communicator for that device (on a GPU,
-  // the context's data group, whose NCCL half moves them).
-  if (replicas() > 1 || (config_.zero.stage > 0 && context_))
-    grad_group_ = gradient_group(replica_group(), device_);
-  // Its own agreed block: building it is collective over the data group (broadcast, layout check).
-  run_agreed(world_.get(), [&] {
-    nn::Module& model = task_->model();
-    update_ = make_update_engine({.model = &model,
-                                  .groups = param_groups(model),
-                                  .optimizer = config_.optimizer,
-                                  .grad_group = grad_group_,
-                                  .completed_after_backward =
-                                      pipeline_ ? pipeline_->tied_parameters_held()
-                                                : std::vector<std::string>(),
-                                  .sync_groups = pipeline_ ? pipeline_->chunk_parameters()
-                                                           : std::vector<std::vector<std::string>>(),
-                                  .zero_stage = int(config_.zero.stage),
-                                  .zero_offload = config_.zero.offload,
-                                  .zero_overlap_step = config_.zero.overlap_step,
-                                  .zero_bucket_bytes =
-                                      std::max<int64_t>(1, int64_t(config_.zero.bucket_mb * (1 << 20))),
-                                  .zero3 = {.live_params = config_.zero.live_params,
-                                            .prefetch = int(config_.zero.prefetch),
-                                            .placement = zero_placement(config_.zero)},
-                                  .zero3_masters = std::move(zero_masters_)});
-  });
+  // Its own agreed step: building it is collective over the data group (broadcast, layout check).
+  run_agreed(world_.get(), [&] { update_ = make_update(std::move(zero_masters)); });
+  copies_.emplace(context_.get(),
+                  pipeline_ ? pipeline_->tied_parameters_held() : std::vector<std::string>());
+  runner_ = pipeline_ ? pipelined_step_runner(*pipeline_, *update_, *context_->pipeline_group())
+                      : serial_step_runner(*task_, *update_, accum_);
   run_agreed(world_.get(), [&] {
     schedule_.emplace(config_.schedule);
-    if (precision_dtype(config_.precision.dtype) == DType::f16) {
-      scaler_ = std::make_unique<optim::DynamicLossScaler>(config_.precision.loss_scale);
-      // A rank sees only its shards' gradients (ZeRO, tensor parallelism): every rank must skip
-      // the same steps, so the flag is agreed over the world before any rank acts on it.
-      if (world_ && world_->size() > 1) {
-        scaler_->set_found_inf_reducer([world = world_](bool local) {
-          Tensor flag = from_vector<int32_t>({local ? 1 : 0}, {1});
-          world->all_reduce(flag, parallel::ReduceOp::max)->wait();
-          return flag.data<int32_t>()[0] != 0;
-        });
-      }
-    }
-    if (!config_.init_from_hf.empty()) init_from_hf(config_.init_from_hf);
-    if (std::optional<std::string> dir = checkpoint_to_resume(config_.checkpoint)) resume(*dir);
-    if (rank0() && !config_.logging.metrics.empty()) {
-      std::error_code ec;  // a fresh run starts a fresh file; a resumed one drops what it redoes
-      if (step_ == 0)
-        std::filesystem::remove(config_.logging.metrics, ec);
-      else
-        truncate_metrics(config_.logging.metrics, step_);
-    }
-    progress_ = std::make_unique<Progress>(
-        ProgressOptions{.out = config_.logging.progress ? out() : nullptr,
-                        .live = options_.live,
-                        .log_every = config_.logging.log_every,
-                        .total_steps = config_.train.steps,
-                        .unit = task_->unit(),
-                        .metrics_path = rank0() ? config_.logging.metrics : std::string()});
+    scaler_ = make_loss_scaler();
+    load_initial_state();
+    progress_ = make_progress();
   });
+}
+
+std::unique_ptr<CheckpointRoot> Trainer::lock_checkpoint_dir() const {
+  if (!rank0() || config_.checkpoint.dir.empty()) return nullptr;
+  return std::make_unique<CheckpointRoot>(config_.checkpoint, [&](const std::string& m) {
+    if (std::ostream* os = out()) *os << m << "\n";
+  });
+}
+
+std::unique_ptr<parallel::ParallelContext> Trainer::make_context() const {
+  if (!world_) return nullptr;
+  // Ranks holding different configurations would deadlock in mismatched collectives.
+  parallel::check_same_config(*world_, config_.source.dump());
+  // On GPUs every group moves device tensors over NCCL and host tensors over MPI.
+  return std::make_unique<parallel::ParallelContext>(config_.parallel,
+                                                     context_world(world_, device_));
+}
+
+std::pair<std::unique_ptr<Task>, std::vector<Tensor>> Trainer::build_task() {
+  TS_CHECK(make_task_ || config_.kind != ModelKind::custom, "config",
+           "model.type custom is a model given through the C++ API (train::Engine with a "
+           "ModelRecipe, models/train/engine.h); `tessera train` builds gpt, bert or vit");
+  const TaskFactory make = make_task_ ? make_task_ : TaskFactory(make_task);
+  const TaskContext task_context{.config = &config_,
+                                 .data_rank = data_rank_,
+                                 .data_size = config_.parallel.data,
+                                 .init_gen = &init_gen_,
+                                 .device = device_,
+                                 // Layers split only where the layout says (tensor, pipeline or
+                                 // sequence size > 1); a data-parallel-only context builds the
+                                 // serial layers.
+                                 .parallel = context_.get()};
+  if (!sharded_build()) return {make(task_context), std::vector<Tensor>()};
+  // ZeRO-3's sharded build: each rank keeps its master shards, drawn while the model is built.
+  std::unique_ptr<Task> task;
+  std::vector<Tensor> masters = build_sharded(
+      {.dtype = precision_dtype(config_.precision.dtype),
+       .groups = [this](const nn::Module& model) { return param_groups(model); },
+       .ranks = replica_group()->size(),
+       .rank = replica_group()->rank(),
+       .shard_device =
+           config_.zero.offload ? parallel::zero::offload_host_device(device_) : device_,
+       .generators = {&init_gen_, &default_generator()}},
+      [&]() -> const nn::Module& {
+        task.reset();  // the probe's task goes before the real one is built
+        task = make(task_context);
+        return task->model();
+      });
+  return {std::move(task), std::move(masters)};
+}
+
+std::unique_ptr<UpdateEngine> Trainer::make_update(std::vector<Tensor> zero_masters) {
+  // Gradients live on device_, so they are reduced by a communicator for that device (on a GPU,
+  // the context's data group, whose NCCL half moves them).
+  std::shared_ptr<parallel::Communicator> grad_group;
+  if (replicas() > 1 || (config_.zero.stage > 0 && context_))
+    grad_group = gradient_group(replica_group(), device_);
+  nn::Module& model = task_->model();
+  return make_update_engine(
+      {.model = &model,
+       .groups = param_groups(model),
+       .optimizer = config_.optimizer,
+       .grad_group = grad_group,
+       .completed_after_backward = pipeline_ ? pipeline_->tied_parameters_held()
+                                             : std::vector<std::string>(),
+       .sync_groups = pipeline_ ? pipeline_->chunk_parameters()
+                                : std::vector<std::vector<std::string>>(),
+       .zero_stage = int(config_.zero.stage),
+       .zero_offload = config_.zero.offload,
+       .zero_overlap_step = config_.zero.overlap_step,
+       .zero_bucket_bytes = std::max<int64_t>(1, int64_t(config_.zero.bucket_mb * (1 << 20))),
+       .zero3 = {.live_params = config_.zero.live_params,
+                 .prefetch = int(config_.zero.prefetch),
+                 .placement = zero_placement(config_.zero)},
+       .zero3_masters = std::move(zero_masters)});
+}
+
+std::unique_ptr<optim::DynamicLossScaler> Trainer::make_loss_scaler() const {
+  if (precision_dtype(config_.precision.dtype) != DType::f16) return nullptr;
+  auto scaler = std::make_unique<optim::DynamicLossScaler>(config_.precision.loss_scale);
+  // A rank sees only its shards' gradients (ZeRO, tensor parallelism): every rank must skip the
+  // same steps, so the flag is agreed over the world before any rank acts on it.
+  if (world_ && world_->size() > 1) {
+    scaler->set_found_inf_reducer([world = world_](bool local) {
+      Tensor flag = from_vector<int32_t>({local ? 1 : 0}, {1});
+      world->all_reduce(flag, parallel::ReduceOp::max)->wait();
+      return flag.data<int32_t>()[0] != 0;
+    });
+  }
+  return scaler;
+}
+
+// Initial weights (model.init_from), then the latest checkpoint over them; the metrics file
+// starts anew or drops the steps this run redoes.
+void Trainer::load_initial_state() {
+  if (!config_.init_from_hf.empty()) init_from_hf(config_.init_from_hf);
+  if (std::optional<std::string> dir = checkpoint_to_resume(config_.checkpoint)) resume(*dir);
+  if (rank0() && !config_.logging.metrics.empty()) {
+    std::error_code ec;
+    if (step_ == 0)
+      std::filesystem::remove(config_.logging.metrics, ec);
+    else
+      truncate_metrics(config_.logging.metrics, step_);
+  }
+}
+
+std::unique_ptr<Progress> Trainer::make_progress() const {
+  return std::make_unique<Progress>(
+      ProgressOptions{.out = config_.logging.progress ? out() : nullptr,
+                      .live = options_.live,
+                      .log_every = config_.logging.log_every,
+                      .total_steps = config_.train.steps,
+                      .unit = task_->unit(),
+                      .metrics_path = rank0() ? config_.logging.metrics : std::string()});
 }
 
 std::vector<optim::ParamGroup> Trainer::param_groups(const nn::Module& model) const {
@@ -220,73 +238,29 @@ std::vector<optim::ParamGroup> Trainer::param_groups(const nn::Module& model) co
   return groups;
 }
 
+// The step's phases: forwards and backwards (the runner), gradients reduced, the loss agreed,
+// unscaled, clipped, the optimizer step, the masters back into the model.
 double Trainer::train_step(int64_t step, StepStats& stats) {
   TS_PROFILE("train_step", "step");
   const auto start = std::chrono::steady_clock::now();
   const double lr = schedule_->lr_at(step);
   update_->optimizer().set_lr(lr);
-  const int64_t micro = config_.train.micro_batch_size;
-  double local_loss = 0;
-  auto to_backward = [&](Tensor loss) {
-    if (accum_ > 1) loss = mul(loss, 1.0 / double(accum_));
-    return scaler_ ? scaler_->scale_loss(loss) : loss;
-  };
   // Dropout masks keyed by (this step, micro-batch, pipeline unit), so a stage that runs some of
   // the layers in the schedule's order draws the serial run's masks (nn::MicroBatchDropout).
-  const uint64_t dropout_key = rng_seed(config_, data_rank_) ^ (0xD1B54A32D192ED03ull * uint64_t(step + 1));
-  if (pipeline_) {
-    // Gradients accumulate over the schedule and are reduced once. On the plain path each model
-    // chunk's reduction starts within its final backward, the tied embedding's bucket last (it is
-    // complete only once the stages have summed it); ZeRO's reducer starts after the schedule.
-    update_->set_grad_sync(false);
-    std::function<void(int)> sync_chunk;
-    if (config_.zero.stage == 0) sync_chunk = [&](int chunk) { update_->sync_group(size_t(chunk)); };
-    TS_PROFILE("pipeline_schedule", "step");
-    local_loss = pipeline_->run(micro, dropout_key, to_backward, sync_chunk);
-    pipeline_->reduce_tied_gradients();
-    update_->set_grad_sync(true);
-  } else {
-    for (int64_t m = 0; m < accum_; ++m) {
-      update_->set_grad_sync(m + 1 == accum_);  // only the last micro-batch reduces gradients
-      Tensor loss;
-      {
-        TS_PROFILE("forward", "step");
-        nn::MicroBatchDropout keyed(dropout_key, uint64_t(m));
-        loss = task_->micro_loss(micro);
-        local_loss += loss.item();
-      }
-      TS_PROFILE("backward", "step");
-      autograd::backward({to_backward(loss)});
-    }
-  }
+  const uint64_t dropout_key =
+      rng_seed(config_, data_rank_) ^ (0xD1B54A32D192ED03ull * uint64_t(step + 1));
+  const double local_loss = runner_->forward_backward(
+      config_.train.micro_batch_size, dropout_key, [&](Tensor loss) {
+        if (accum_ > 1) loss = mul(loss, 1.0 / double(accum_));
+        return scaler_ ? scaler_->scale_loss(loss) : loss;
+      });
   {
     TS_PROFILE("reduce_gradients", "step");
     update_->finish_gradients();
   }
-  double loss_sum = sum_over_ranks(data_group(), {local_loss})[0];
-  if (pipeline_) loss_sum = sum_over_ranks(context_->pipeline_group().get(), {loss_sum})[0];
-  // Under sequence parallelism each rank's loss is S times its share (task.h), so the mean over
-  // the replicas is the global batch's loss.
-  const double loss = loss_sum / double(accum_ * replicas());
-  // Every rank holds the same averaged loss, so all fail together; rank 0 reports. The loss scaler
-  // cannot help here: the forward pass that made this loss does not depend on the scale.
-  run_agreed(world_.get(), [&] {
-    TS_CHECK(
-        std::isfinite(loss), "train", "the loss is ", loss, " at step ", step + 1,
-        ": training diverged (lower optimizer.lr, set train.grad_clip, or use precision.dtype "
-        "f32); not training on garbage");
-  });
-  bool found_inf = false;
-  if (scaler_) found_inf = scaler_->unscale(update_->step_params());
-  double norm = -1;
-  if (config_.train.grad_clip > 0 && !found_inf) {
-    TS_PROFILE("clip_gradients", "step");
-    norm = clip_gradients();
-    run_agreed(world_.get(), [&] {
-      TS_CHECK(scaler_ || std::isfinite(norm), "train", "the gradient norm is ", norm, " at step ",
-               step + 1, " (loss ", loss, "): training diverged");
-    });
-  }
+  const double loss = agreed_loss(local_loss, step);
+  const bool found_inf = scaler_ && scaler_->unscale(update_->step_params());
+  const double norm = config_.train.grad_clip > 0 && !found_inf ? clip_gradients(step, loss) : -1;
   {
     TS_PROFILE("optimizer", "step");
     if (scaler_)
@@ -298,7 +272,6 @@ double Trainer::train_step(int64_t step, StepStats& stats) {
     TS_PROFILE("finish_step", "step");  // masters back into the parameters (gathered under ZeRO)
     update_->finish_step();
   }
-
   stats.step = step + 1;
   stats.loss = loss;
   stats.lr = lr;
@@ -315,32 +288,41 @@ double Trainer::train_step(int64_t step, StepStats& stats) {
   return loss;
 }
 
-// Under tensor parallelism the global norm sums every rank's shards over the tensor group and
-// counts each replicated parameter once (on tensor rank 0) and each shard repeated over a replica
-// group (2.5D's depth layers) once (its copy at index 0), as the serial model's norm does. Under
-// ZeRO the engine first sums the shards' partial norms over the data group.
-// Under pipeline parallelism the stages' partial sums are added too, a tied parameter counted on
-// the first stage only.
-double Trainer::clip_gradients() {
-  const double max_norm = config_.train.grad_clip;
-  if (!tensor_parallel() && !pipeline_) return update_->clip_grad_norm(max_norm, {}, {});
-  std::vector<bool> counted = pipeline_ ? pipeline_->counted_parameters() : std::vector<bool>();
-  if (tensor_parallel()) {
-    const auto placements = task_->model().named_placements();  // model.parameters()' order
-    const bool counts_replicated = context_->tensor_group()->rank() == 0;
-    counted.resize(placements.size(), true);
-    for (size_t i = 0; i < placements.size(); ++i)
-      counted[i] = counted[i] && (placements[i].second.replicated()
-                                      ? counts_replicated
-                                      : placements[i].second.counted_copy());  // 2.5D: depth 0
-  }
+// The global batch's loss from this replica's micro-batch sum: the mean over the replicas (under
+// sequence parallelism each rank's loss is S times its share: task.h). Every rank holds the same
+// value, so all fail together on a non-finite one; the loss scaler cannot help there, since the
+// forward pass that made this loss does not depend on the scale.
+double Trainer::agreed_loss(double local_loss, int64_t step) {
+  const double loss =
+      sum_over_ranks(data_group(), {local_loss})[0] / double(accum_ * replicas());
+  run_agreed(world_.get(), [&] {
+    TS_CHECK(
+        std::isfinite(loss), "train", "the loss is ", loss, " at step ", step + 1,
+        ": training diverged (lower optimizer.lr, set train.grad_clip, or use precision.dtype "
+        "f32); not training on garbage");
+  });
+  return loss;
+}
+
+// The global norm adds each serial parameter once: this rank's counted copies (param_copies.h),
+// summed over the tensor and pipeline groups, which hold the model's other parts (under ZeRO the
+// engine first sums the shards' partial norms over the data group).
+double Trainer::clip_gradients(int64_t step, double loss) {
+  TS_PROFILE("clip_gradients", "step");
+  const std::vector<bool> counted = copies_->counted(task_->model().named_placements());
   parallel::Communicator* tensor_group =
       tensor_parallel() ? context_->tensor_group().get() : nullptr;
   parallel::Communicator* pipeline_group =
       pipeline_ ? context_->pipeline_group().get() : nullptr;
-  return update_->clip_grad_norm(max_norm, counted, [&](double local) {
-    return sum_over_ranks(pipeline_group, sum_over_ranks(tensor_group, {local}))[0];
+  const double norm =
+      update_->clip_grad_norm(config_.train.grad_clip, counted, [&](double local) {
+        return sum_over_ranks(pipeline_group, sum_over_ranks(tensor_group, {local}))[0];
+      });
+  run_agreed(world_.get(), [&] {
+    TS_CHECK(scaler_ || std::isfinite(norm), "train", "the gradient norm is ", norm, " at step ",
+             step + 1, " (loss ", loss, "): training diverged");
   });
+  return norm;
 }
 
 // f16: a step skipped for inf/NaN gradients is normal while the scale settles, but a long run of
@@ -421,33 +403,18 @@ void Trainer::header() {
   if (tensor_parallel()) {
     int64_t local = 0;
     for (const Tensor& p : task_->model().parameters()) local += p.numel();
-    std::string groups;
-    const parallel::GroupLayout layout = parallel::group_layout(c.parallel);
-    for (const auto& g : layout.at("tensor")) {
-      groups += groups.empty() ? "" : " ";
-      for (size_t i = 0; i < g.size(); ++i) groups += (i ? "," : "[") + std::to_string(g[i]);
-      groups += "]";
-    }
     char held[32];
     std::snprintf(held, sizeof held, "%.2fM", double(local) / 1e6);
-    *os << "  tensor parallel: " << c.parallel.tensor.mode << " over " << c.parallel.tensor.size
-        << " ranks, groups " << groups
-        << (c.parallel.tensor.sequence_parallel ? ", sequence parallel (activations T / size)" : "")
-        << "; each rank holds " << held
+    *os << "  " << context_->describe_tensor() << "; each rank holds " << held
         << " parameters (its shards and the replicated norms, biases and positions)\n";
   }
   if (pipeline_) *os << pipeline_->describe() << "\n";
   if (c.parallel.sequence > 1) {
     // ViT's sequence is its patches and the class token, padded up to a multiple of the ranks.
     const int64_t s = c.parallel.sequence;
-    const int64_t tokens = c.kind == ModelKind::vit ? (c.vit.num_patches() + s) / s * s : c.seq_len();
-    *os << "  sequence parallel: " << c.parallel.sequence_mode << " attention over " << s
-        << " ranks, each holding " << tokens / s << " positions of every sequence"
-        << (c.parallel.sequence_layout == "zigzag"
-                ? str_cat(" (zigzag layout: rank r holds chunks r and ", 2 * s - 1,
-                          " - r of ", 2 * s, ", so causal attention costs every rank the same)")
-                : std::string(", contiguous"))
-        << "\n";
+    const int64_t positions =
+        c.kind == ModelKind::vit ? (c.vit.num_patches() + s) / s * s : c.seq_len();
+    *os << "  " << context_->describe_sequence(positions) << "\n";
   }
   if (const std::string zero = update_->describe(); !zero.empty()) *os << zero << "\n";
   if (!resumed_from_.empty())
@@ -509,8 +476,8 @@ TrainSummary Trainer::run() {
   }
   // Model parallel or ZeRO stage 3: the sample's forward passes are collective (stage 3 gathers
   // the parameters), so every rank runs them.
-  if ((rank0() && options_.out) || tensor_parallel() || pipeline_ || config_.zero.stage == 3 ||
-      config_.parallel.sequence > 1) {
+  const bool collective = (context_ && context_->forward_is_collective()) || config_.zero.stage == 3;
+  if ((rank0() && options_.out) || collective) {
     std::ostringstream discarded;
     task_->finish(rank0() && options_.out ? *options_.out : discarded);
   }

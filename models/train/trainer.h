@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "models/train/train_config.h"
+#include "parallel/comm/agreed.h"
 #include "parallel/comm/communicator.h"
 
 namespace tessera::train {
@@ -33,14 +34,15 @@ struct TrainSummary {
 
 // Collective over `world` (every rank calls it; null: one process without MPI). Layout errors,
 // parallel features that are not implemented yet, bad data and bad checkpoints throw ValueError
-// on the lowest failing rank while the other ranks wait to be ended by its abort (run_distributed),
-// so a mistake every rank makes is reported once. A non-finite loss throws (f32, bf16) or skips
+// on the lowest failing rank and a PeerError with the same message on every other rank
+// (run_agreed), so every rank stops at the same point and run_distributed reports the mistake
+// once. A non-finite loss throws (f32, bf16) or skips
 // the step through the loss scaler (f16).
 TrainSummary run_training(const TrainConfig& config, std::shared_ptr<parallel::Communicator> world,
                           const TrainerOptions& options = {});
 
-// Runs fn() on every rank of comm; if it throws anywhere, the lowest failing rank rethrows and the
-// others block until that rank's abort ends them (nullptr or one rank: plain call).
-void run_agreed(parallel::Communicator* comm, const std::function<void()>& fn);
+// Runs fn() on every rank of comm; if it throws anywhere, every rank throws the lowest failing
+// rank's message (parallel/comm/agreed.h).
+using parallel::run_agreed;
 
 }  // namespace tessera::train

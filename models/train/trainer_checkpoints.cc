@@ -2,7 +2,6 @@
 // tensor gathered into the serial model, written by rank 0) and the sharded one (every rank writes
 // the pieces it owns; a resume reads only the pieces its layout needs), the run state both share,
 // and initial weights from a Hugging Face directory.
-#include <climits>
 #include <set>
 
 #include "core/error.h"
@@ -255,38 +254,17 @@ json Trainer::train_state(int64_t step, const json& optimizer_meta) const {
 }
 
 // Which of this rank's pieces it writes: a piece several ranks hold identically is written by one
-// of them, decided without communication from its coordinates (data and sequence rank 0 for a
-// data-parallel replica; tensor rank 0 for a tensor replicated over the tensor group; the copy at
-// index 0 of 2.5D's depth replicas), except for a tensor two pipeline stages hold (a tied
-// embedding): the lowest stage holding it writes it, agreed in one all-reduce.
-std::map<std::string, int> Trainer::stage_owners() {
+// of them, decided without communication: data and sequence rank 0 for a data-parallel replica,
+// the counted copy (param_copies.h) for a tensor replicated over the tensor group, 2.5D's depth
+// replicas and a weight tied between the pipeline's ends.
+std::vector<io::PieceWrite> Trainer::owned_pieces() {
   const nn::Module& model = task_->model();
-  std::map<std::string, int> stage_owner;
-  if (pipeline_) {
-    const auto& serial = task_->pipeline_stage()->serial_parameters();
-    std::set<std::string> mine;
-    for (const auto& [name, t] : model.named_parameters()) mine.insert(name);
-    const int stage = context_->pipeline_group()->rank();
-    Tensor owner = zeros({int64_t(serial.size())}, {.dtype = DType::i32});
-    for (size_t i = 0; i < serial.size(); ++i)
-      owner.data<int32_t>()[i] = mine.count(serial[i].first) ? stage : INT_MAX;
-    context_->pipeline_group()->all_reduce(owner, parallel::ReduceOp::min)->wait();
-    for (size_t i = 0; i < serial.size(); ++i) stage_owner[serial[i].first] = owner.data<int32_t>()[i];
-  }
-  return stage_owner;
-}
-
-std::vector<io::PieceWrite> Trainer::owned_pieces(const std::map<std::string, int>& stage_owner) {
-  const nn::Module& model = task_->model();
-  const bool data_first = !context_ || (context_->coord("data") == 0 && context_->coord("sequence") == 0);
-  const bool tensor_first = !tensor_parallel() || context_->tensor_group()->rank() == 0;
-  const int stage = pipeline_ ? context_->pipeline_group()->rank() : 0;
+  const bool data_first =
+      !context_ || (context_->coord("data") == 0 && context_->coord("sequence") == 0);
   const Placements placements = model_state_placements(model);
   std::vector<io::PieceWrite> out;
   for (StatePiece& piece : update_->checkpoint_pieces(model)) {
     if (piece.data_replicated && !data_first) continue;
-    if (auto it = stage_owner.find(piece.param); it != stage_owner.end() && it->second != stage)
-      continue;
     auto it = placements.find(piece.param);
     parallel::tensor::Placement p = it != placements.end()
                                         ? it->second
@@ -294,7 +272,7 @@ std::vector<io::PieceWrite> Trainer::owned_pieces(const std::map<std::string, in
     // State not shaped like its parameter (none of the bundled optimizers has any): its own.
     if (piece.flat_begin < 0 && piece.data.numel() != shape_numel(p.local_shape()))
       p = parallel::tensor::replicated(piece.data.shape());
-    if (p.replicated() ? !tensor_first : !p.counted_copy()) continue;
+    if (!copies_->counted(p, piece.param)) continue;
     out.push_back({piece.name, local_box(p, piece.flat_begin, piece.data.numel()), piece.data});
   }
   return out;
@@ -307,11 +285,10 @@ std::vector<io::PieceWrite> Trainer::owned_pieces(const std::map<std::string, in
 void Trainer::save_sharded(int64_t step) {
   const std::string dir = io::checkpoint_dir(config_.checkpoint.dir, step);
   const int rank = world_ ? world_->rank() : 0, ranks = world_ ? world_->size() : 1;
-  const std::map<std::string, int> owners = stage_owners();  // collective under pipelines
   std::vector<io::PieceWrite> mine;
   try {
     run_agreed(world_.get(), [&] {
-      mine = owned_pieces(owners);
+      mine = owned_pieces();
       if (rank0()) io::begin_piece_directory(dir);
     });
     run_agreed(world_.get(), [&] {

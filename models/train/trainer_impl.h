@@ -18,7 +18,9 @@
 #include "models/train/interrupt.h"
 #include "models/train/pipeline_state.h"
 #include "models/train/pipeline_step.h"
+#include "models/train/param_copies.h"
 #include "models/train/progress.h"
+#include "models/train/step_runner.h"
 #include "models/train/task.h"
 #include "models/train/train_config.h"
 #include "models/train/trainer.h"
@@ -59,7 +61,17 @@ class Trainer {
   const EvalResult& last_eval() const { return last_eval_; }
 
  private:
+  // setup() and its steps, in order; each returns what it builds.
   void setup();
+  std::unique_ptr<CheckpointRoot> lock_checkpoint_dir() const;
+  std::unique_ptr<parallel::ParallelContext> make_context() const;
+  // The task and, for ZeRO-3's sharded build, this rank's master shards.
+  std::pair<std::unique_ptr<Task>, std::vector<Tensor>> build_task();
+  std::unique_ptr<UpdateEngine> make_update(std::vector<Tensor> zero_masters);
+  std::unique_ptr<optim::DynamicLossScaler> make_loss_scaler() const;
+  void load_initial_state();
+  std::unique_ptr<Progress> make_progress() const;
+
   void resume(const std::string& dir);
   // model.init_from {"hf": DIR} (init_from.h); a no-op when the run resumes from a checkpoint.
   void init_from_hf(const std::string& dir);
@@ -68,10 +80,8 @@ class Trainer {
   // owns; a resume reads only the pieces this rank's layout needs, from any layout's checkpoint.
   void save_sharded(int64_t step);
   void resume_sharded(const std::string& dir);
-  // The lowest pipeline stage holding each serial parameter (collective; empty without stages),
-  // and the pieces this rank writes.
-  std::map<std::string, int> stage_owners();
-  std::vector<io::PieceWrite> owned_pieces(const std::map<std::string, int>& stage_owner);
+  // The pieces this rank writes.
+  std::vector<io::PieceWrite> owned_pieces();
   // state.json's trainer section, and restoring a run from it (both formats).
   json train_state(int64_t step, const json& optimizer_meta) const;
   void restore_run_state(const json& s, const std::string& dir);
@@ -80,6 +90,8 @@ class Trainer {
   int agreed_signal();
   [[noreturn]] void stop_on_signal(int signal);
   double train_step(int64_t step, StepStats& stats);
+  double agreed_loss(double local_loss, int64_t step);
+  double clip_gradients(int64_t step, double loss);
   void evaluate(int64_t step);
   void header();
   std::ostream* out() const { return rank0() ? options_.out : nullptr; }
@@ -92,7 +104,6 @@ class Trainer {
   }
   // The optimizer's parameter groups (weight decay off for biases and norms).
   std::vector<optim::ParamGroup> param_groups(const nn::Module& model) const;
-  double clip_gradients();
   // Pipeline checkpoints: the optimizer's numbering of this stage's and of the serial model's
   // parameters, and this stage's tensors of a serial checkpoint.
   ParamOrder local_order() const;
@@ -117,14 +128,14 @@ class Trainer {
   int64_t accum_ = 1;
   int64_t data_rank_ = 0;
   Device device_ = kCPU;
-  std::shared_ptr<parallel::Communicator> grad_group_;  // reduces gradients on device_
   std::unique_ptr<parallel::ParallelContext> context_;
   Generator init_gen_;
   std::unique_ptr<Task> task_;
-  std::vector<Tensor> zero_masters_;  // a sharded build's, until the update engine takes them
   // Gradient reduction, f32 masters, the optimizer and its checkpoint state: plain or ZeRO.
   std::unique_ptr<UpdateEngine> update_;
   std::unique_ptr<PipelineStep> pipeline_;  // parallel.pipeline > 1
+  std::unique_ptr<StepRunner> runner_;      // the step's forwards and backwards
+  std::optional<ParamCopies> copies_;       // which copies count (clipping, checkpoints)
   std::optional<optim::LrSchedule> schedule_;
   std::unique_ptr<optim::DynamicLossScaler> scaler_;
   std::unique_ptr<Progress> progress_;

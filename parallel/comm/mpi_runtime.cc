@@ -131,6 +131,11 @@ int run_distributed(int argc, char** argv, const DistributedMain& fn) {
   // collective would hang them, so every failure aborts from here.
   try {
     code = fn(runtime->world());
+  } catch (const PeerError& e) {
+    // Another rank raised this and is aborting the job with the same message: give its abort time
+    // to land so the message is printed once, by the rank it belongs to.
+    std::this_thread::sleep_for(std::chrono::seconds(10));
+    abort_job(e.what());
   } catch (const std::exception& e) {
     abort_job(e.what());
   } catch (...) {

@@ -69,6 +69,15 @@ GroupLayout group_layout(const ParallelConfig& config) {
   return layout_of(build_mesh(config), group_specs(config));
 }
 
+std::vector<std::vector<int>> embedding_groups(const ParallelConfig& config) {
+  config.validate();
+  if (config.pipeline == 1) return {};
+  std::vector<std::vector<int>> groups;
+  for (const std::vector<int>& stages : build_mesh(config).all_groups({"pipeline"}))
+    groups.push_back({stages.front(), stages.back()});
+  return groups;
+}
+
 GroupLayout tensor_group_layout(const std::string& mode, int size, int depth) {
   TensorParallelConfig tensor{size, mode, depth};
   ParallelConfig config;

@@ -22,6 +22,10 @@
 //   3d_input_x_weight                    tp_j and tp_i (same k)
 //   3d_output_x_weight                   tp_k and tp_i (same j)
 // Within a group, members are in increasing rank order; a rank's index there is its group rank.
+//
+// One group is not a partition: "embedding", the first and the last pipeline stage of each
+// pipeline group (pipeline > 1 only), which sum the gradients of weights tied across them (a
+// language model's token embedding and its head). Ranks of the middle stages belong to none.
 #pragma once
 
 #include <map>
@@ -48,6 +52,9 @@ std::vector<GroupSpec> group_specs(const ParallelConfig& config);
 // group name -> every group of that name (a partition of the ranks, each in increasing order).
 using GroupLayout = std::map<std::string, std::vector<std::vector<int>>>;
 GroupLayout group_layout(const ParallelConfig& config);
+// The embedding groups: per pipeline group, its first and last stage's ranks (none when
+// pipeline == 1).
+std::vector<std::vector<int>> embedding_groups(const ParallelConfig& config);
 // The tensor groups alone, on tensor ranks 0 .. size-1 ("tensor" and the mode's groups).
 GroupLayout tensor_group_layout(const std::string& mode, int size, int depth = 1);
 

@@ -15,6 +15,40 @@ int exact_root(int n, int power) {
   }
 }
 
+// The choice among `all` whose name() is the JSON string at parallel.<key>; anything else throws
+// naming the choices.
+template <typename E, size_t N>
+E read_choice(const nlohmann::json& j, const std::string& key, const E (&all)[N],
+              const char* (*name)(E)) {
+  TS_CHECK(j.is_string(), "config", "expected parallel.", key, " to be a string, got ", j.dump());
+  const std::string text = j.get<std::string>();
+  std::string names;
+  for (E e : all) {
+    if (text == name(e)) return e;
+    names += (names.empty() ? "" : ", ") + std::string(name(e));
+  }
+  TS_FAIL("config", "expected parallel.", key, " to be one of ", names, ", got '", text, "'");
+}
+
+constexpr pipeline::ScheduleKind kSchedules[] = {
+    pipeline::ScheduleKind::gpipe, pipeline::ScheduleKind::one_f_one_b,
+    pipeline::ScheduleKind::interleaved, pipeline::ScheduleKind::zero_bubble};
+constexpr sequence::SequenceAttentionMode kSequenceModes[] = {
+    sequence::SequenceAttentionMode::ring, sequence::SequenceAttentionMode::all_to_all,
+    sequence::SequenceAttentionMode::ring_flash};
+constexpr sequence::SequenceLayout kSequenceLayouts[] = {sequence::SequenceLayout::contiguous,
+                                                         sequence::SequenceLayout::zigzag};
+
+// "auto" (unset) or a layout.
+std::optional<sequence::SequenceLayout> read_layout(const nlohmann::json& j) {
+  if (j == "auto") return std::nullopt;
+  for (sequence::SequenceLayout layout : kSequenceLayouts)
+    if (j == sequence::layout_name(layout)) return layout;
+  TS_FAIL("config",
+          "expected parallel.sequence.layout to be one of auto, contiguous, zigzag, got '",
+          j.get<std::string>(), "'");
+}
+
 int read_int(const nlohmann::json& j, const std::string& key) {
   TS_CHECK(j.is_number_integer(), "config", "expected parallel.", key, " to be an integer, got ",
            j.dump());
@@ -45,28 +79,13 @@ void ParallelConfig::validate() const {
     TS_CHECK(exact_root(tensor.size, 3) > 0, "config",
              "expected parallel.tensor.size to be a cube (q * q * q) for mode 3d, got ", tensor.size);
   }
-  TS_CHECK(sequence_mode == "ring" || sequence_mode == "all_to_all" || sequence_mode == "ring_flash",
-           "config", "expected parallel.sequence.mode to be one of ring, all_to_all, ring_flash, got '",
-           sequence_mode, "'");
-  TS_CHECK(sequence_layout == "auto" || sequence_layout == "contiguous" || sequence_layout == "zigzag",
-           "config", "expected parallel.sequence.layout to be one of auto, contiguous, zigzag, got '",
-           sequence_layout, "'");
   const PipelineOptions& pp = pipeline_options;
-  TS_CHECK(pp.schedule == "gpipe" || pp.schedule == "1f1b" || pp.schedule == "interleaved" ||
-               pp.schedule == "zero_bubble",
-           "config",
-           "expected parallel.pipeline.schedule to be one of gpipe, 1f1b, interleaved, "
-           "zero_bubble, got '",
-           pp.schedule, "'");
   TS_CHECK(pp.virtual_stages >= 1, "config", "expected parallel.pipeline.virtual_stages >= 1, got ",
            pp.virtual_stages);
-  TS_CHECK(pp.virtual_stages == 1 || pp.schedule == "interleaved", "config",
-           "expected parallel.pipeline.virtual_stages 1 with schedule '", pp.schedule, "', got ",
-           pp.virtual_stages, " (model chunks per rank need schedule interleaved)");
-  TS_CHECK(pp.partition.is_string() || pp.partition.is_array(), "config",
-           "expected parallel.pipeline.partition to be \"uniform\", \"parameters\" or a list of "
-           "block counts, got ",
-           pp.partition.dump());
+  TS_CHECK(pp.virtual_stages == 1 || pipeline::runs_model_chunks(pp.schedule), "config",
+           "expected parallel.pipeline.virtual_stages 1 with schedule '",
+           pipeline::schedule_name(pp.schedule), "', got ", pp.virtual_stages,
+           " (model chunks per rank need schedule interleaved)");
   if (tensor.sequence_parallel) {
     TS_CHECK(m == "1d", "config",
              "expected parallel.tensor.sequence_parallel only with parallel.tensor.mode 1d "
@@ -101,11 +120,14 @@ ParallelConfig ParallelConfig::from_json(const nlohmann::json& j) {
         } else if (pkey == "virtual_stages") {
           c.pipeline_options.virtual_stages = read_int(pvalue, "pipeline.virtual_stages");
         } else if (pkey == "schedule") {
-          TS_CHECK(pvalue.is_string(), "config",
-                   "expected parallel.pipeline.schedule to be a string, got ", pvalue.dump());
-          c.pipeline_options.schedule = pvalue.get<std::string>();
+          c.pipeline_options.schedule =
+              read_choice(pvalue, "pipeline.schedule", kSchedules, pipeline::schedule_name);
         } else if (pkey == "partition") {
-          c.pipeline_options.partition = pvalue;
+          TS_CHECK(pvalue.is_string() || pvalue.is_array(), "config",
+                   "expected parallel.pipeline.partition to be \"uniform\", \"parameters\" or a "
+                   "list of block counts, got ",
+                   pvalue.dump());
+          c.pipeline_options.partition = pipeline::PartitionSpec::from_json(pvalue);
         } else {
           TS_FAIL("config",
                   "expected a key of parallel.pipeline (size, schedule, virtual_stages, "
@@ -120,13 +142,11 @@ ParallelConfig ParallelConfig::from_json(const nlohmann::json& j) {
         if (skey == "size") {
           c.sequence = read_int(svalue, "sequence.size");
         } else if (skey == "mode") {
-          TS_CHECK(svalue.is_string(), "config",
-                   "expected parallel.sequence.mode to be a string, got ", svalue.dump());
-          c.sequence_mode = svalue.get<std::string>();
+          c.sequence_mode = read_choice(svalue, "sequence.mode", kSequenceModes, sequence::mode_name);
         } else if (skey == "layout") {
           TS_CHECK(svalue.is_string(), "config",
                    "expected parallel.sequence.layout to be a string, got ", svalue.dump());
-          c.sequence_layout = svalue.get<std::string>();
+          c.sequence_layout = read_layout(svalue);
         } else {
           TS_FAIL("config",
                   "expected a key of parallel.sequence (size, mode, layout), got unknown key '",
@@ -170,10 +190,10 @@ nlohmann::json ParallelConfig::to_json() const {
   return {{"data", data},
           {"pipeline",
            {{"size", pipeline},
-            {"schedule", pipeline_options.schedule},
+            {"schedule", pipeline::schedule_name(pipeline_options.schedule)},
             {"virtual_stages", pipeline_options.virtual_stages},
-            {"partition", pipeline_options.partition}}},
-          {"sequence", {{"size", sequence}, {"mode", sequence_mode}}},
+            {"partition", pipeline_options.partition.to_json()}}},
+          {"sequence", {{"size", sequence}, {"mode", sequence::mode_name(sequence_mode)}}},
           {"tensor",
            {{"size", tensor.size},
             {"mode", tensor.mode},

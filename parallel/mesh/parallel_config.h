@@ -3,7 +3,12 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+
+#include "parallel/pipeline/partition.h"
+#include "parallel/pipeline/schedule.h"
+#include "parallel/sequence/modes.h"
 
 namespace tessera::parallel {
 
@@ -19,10 +24,10 @@ struct TensorParallelConfig {
 // The `parallel.pipeline` object's keys besides its size (see parallel/pipeline/schedule.h and
 // partition.h, which interpret them).
 struct PipelineOptions {
-  std::string schedule = "1f1b";  // "gpipe", "1f1b", "interleaved" or "zero_bubble"
-  int virtual_stages = 1;         // model chunks per rank (interleaved only)
+  pipeline::ScheduleKind schedule = pipeline::ScheduleKind::one_f_one_b;  // "1f1b"
+  int virtual_stages = 1;  // model chunks per rank (interleaved only)
   // "uniform", "parameters" or a list of block counts per stage.
-  nlohmann::json partition = "uniform";
+  pipeline::PartitionSpec partition;
 };
 
 struct ParallelConfig {
@@ -31,19 +36,24 @@ struct ParallelConfig {
   PipelineOptions pipeline_options;
   int sequence = 1;  // ranks the sequence itself is split over (parallel/sequence)
   // How attention runs over the split sequence: "ring", "all_to_all" or "ring_flash".
-  std::string sequence_mode = "ring_flash";
+  sequence::SequenceAttentionMode sequence_mode = sequence::SequenceAttentionMode::ring_flash;
   // How positions lie on the sequence ranks: "contiguous" (rank r holds [r T/S, (r + 1) T/S)) or
   // "zigzag" (2S chunks, rank r holds chunks r and 2S - 1 - r: under a causal mask every rank
-  // scores the same number of pairs). "auto": contiguous here; the trainer picks zigzag for a
-  // causal model under ring_flash.
-  std::string sequence_layout = "auto";
+  // scores the same number of pairs). Unset ("auto"): contiguous here; the trainer picks zigzag
+  // for a causal model under ring_flash.
+  std::optional<sequence::SequenceLayout> sequence_layout;
+  // The layout the ranks use: sequence_layout, contiguous when unset.
+  sequence::SequenceLayout layout() const {
+    return sequence_layout.value_or(sequence::SequenceLayout::contiguous);
+  }
   TensorParallelConfig tensor;
 
   // pipeline * data * sequence * tensor.size: the world size this layout needs.
   int world_size() const;
   // Throws a ValueError unless the layout is possible: every size >= 1, a known mode, 2D size a
   // square, 2.5D size q * q * depth, 3D size a cube, sequence_parallel only in 1D with size > 1,
-  // a known pipeline schedule, virtual stages > 1 only for the interleaved one.
+  // virtual stages > 1 only for the interleaved schedule. (Schedules, sequence modes and layouts
+  // and partitions are enums, checked where the JSON is read.)
   void validate() const;
   // validate(), and the world size must equal world_size().
   void validate(int world_size) const;

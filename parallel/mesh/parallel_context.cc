@@ -21,6 +21,13 @@ ParallelContext::ParallelContext(const ParallelConfig& config, std::shared_ptr<C
     groups_[spec.name] = std::move(comm);
     group_axes_[spec.name] = spec.axes;
   }
+  if (config_.pipeline > 1) {
+    const int stage = mesh_.coord(me, "pipeline");
+    const bool end_stage = stage == 0 || stage == config_.pipeline - 1;
+    embedding_ = world_->split(end_stage ? mesh_.group_index(me, {"pipeline"}) : -1,
+                               stage == 0 ? 0 : 1, "embedding");
+    TS_ASSERT((embedding_ != nullptr) == end_stage);
+  }
 }
 
 const std::shared_ptr<Communicator>& ParallelContext::group(const std::string& name) const {
@@ -37,6 +44,31 @@ const std::shared_ptr<Communicator>& ParallelContext::group(const std::string& n
 std::vector<int> ParallelContext::group_ranks(const std::string& name) const {
   group(name);  // throws for unknown names
   return mesh_.group_ranks(rank(), group_axes_.at(name));
+}
+
+std::string ParallelContext::describe_tensor() const {
+  std::string groups;
+  for (const std::vector<int>& g : group_layout(config_).at("tensor")) {
+    groups += groups.empty() ? "" : " ";
+    for (size_t i = 0; i < g.size(); ++i) groups += (i ? "," : "[") + std::to_string(g[i]);
+    groups += "]";
+  }
+  return str_cat("tensor parallel: ", config_.tensor.mode, " over ", config_.tensor.size,
+                 " ranks, groups ", groups,
+                 config_.tensor.sequence_parallel ? ", sequence parallel (activations T / size)"
+                                                  : "");
+}
+
+std::string ParallelContext::describe_sequence(int64_t positions) const {
+  const int64_t s = config_.sequence;
+  const bool zigzag = config_.layout() == sequence::SequenceLayout::zigzag;
+  return str_cat("sequence parallel: ", sequence::mode_name(config_.sequence_mode),
+                 " attention over ", s, " ranks, each holding ", positions / s,
+                 " positions of every sequence",
+                 zigzag ? str_cat(" (zigzag layout: rank r holds chunks r and ", 2 * s - 1,
+                                  " - r of ", 2 * s,
+                                  ", so causal attention costs every rank the same)")
+                        : std::string(", contiguous"));
 }
 
 std::vector<std::string> ParallelContext::group_names() const {

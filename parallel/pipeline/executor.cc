@@ -41,18 +41,13 @@ bool is_backward(ActionType t) {
 
 }  // namespace
 
-std::chrono::milliseconds default_recv_timeout() {
-  const char* env = std::getenv("TESSERA_PIPELINE_TIMEOUT");
-  const double seconds = env && *env ? std::atof(env) : 600.0;
-  return std::chrono::milliseconds(int64_t(seconds > 0 ? seconds * 1000 : 600000));
-}
-
 struct PipelineExecutor::Deferred {
   std::map<std::pair<int, int>, autograd::WeightGradQueue> queues;  // (chunk, micro)
 };
 
-PipelineExecutor::PipelineExecutor(std::shared_ptr<Communicator> group, const ScheduleSpec& spec)
-    : group_(std::move(group)), spec_(spec), timeout_(default_recv_timeout()) {
+PipelineExecutor::PipelineExecutor(std::shared_ptr<Communicator> group, const ScheduleSpec& spec,
+                                   Device device)
+    : group_(std::move(group)), spec_(spec), device_(device) {
   check_schedule(spec_);
   TS_CHECK(group_ && group_->size() == spec_.stages, "pipeline", "expected a pipeline group of ",
            spec_.stages, " ranks, got ", group_ ? group_->size() : 0);
@@ -65,17 +60,23 @@ int PipelineExecutor::tag(int micro, int receiving_stage, int kind) const {
 
 void PipelineExecutor::wait_for(const WorkPtr& work, const char* what, int micro, int chunk,
                                 int peer) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  // The communicator's timeout, so one setting (TESSERA_COMM_TIMEOUT_S) bounds every wait. The
+  // executor polls instead of arming the watchdog, so this message, naming the stage and the
+  // micro-batch, comes first.
+  const double timeout_s = group_->timeout_s();
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   while (!work->is_completed()) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      std::vector<WorkPtr> stuck{work};
-      abandon(stuck);
+    if (std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+      continue;
     }
-    TS_CHECK(std::chrono::steady_clock::now() < deadline, "pipeline", "rank ", group_->rank(),
-             " (stage ", global_stage(chunk), ") waited ", timeout_.count() / 1000.0,
-             " s for the ", what, " of micro-batch ", micro, " from pipeline rank ", peer,
-             ", which never came (TESSERA_PIPELINE_TIMEOUT sets the limit)");
-    std::this_thread::yield();
+    // Parked before the throw: destroying a pending receive would wait for it.
+    std::vector<WorkPtr> stuck{work};
+    abandon(stuck);
+    TS_FAIL("pipeline", "rank ", group_->rank(), " (stage ", global_stage(chunk), ") waited ",
+            timeout_s, " s for the ", what, " of micro-batch ", micro, " from pipeline rank ", peer,
+            ", which never came (TESSERA_COMM_TIMEOUT_S sets the limit)");
   }
 }
 
@@ -95,12 +96,12 @@ void PipelineExecutor::send_activation(const Tensor& t, int micro, int chunk, in
 
 Tensor PipelineExecutor::recv_activation(int micro, int chunk, int peer) {
   const int me = global_stage(chunk);
-  Tensor header = empty({kHeaderSize}, {.dtype = DType::i64});
+  Tensor header = empty({kHeaderSize}, {.dtype = DType::i64});  // on the host: read here
   wait_for(group_->recv(header, peer, tag(micro, me, kActivationHeader)), "activation", micro,
            chunk, peer);
   const int64_t* h = header.data<int64_t>();
   Shape shape(h + 2, h + 2 + h[1]);
-  Tensor x = empty(shape, {.dtype = DType(h[0])});
+  Tensor x = empty(shape, {.dtype = DType(h[0]), .device = device_});
   wait_for(group_->recv(x, peer, tag(micro, me, kActivation)), "activation", micro, chunk, peer);
   return x;
 }
@@ -128,7 +129,7 @@ void PipelineExecutor::run_action(const Action& a, bool last_for_chunk, const St
       return;
     case ActionType::recv_gradient: {
       InFlight& f = live.at(key);
-      f.output_grad = empty(f.output.shape(), {.dtype = f.output.dtype()});
+      f.output_grad = empty(f.output.shape(), {.dtype = f.output.dtype(), .device = device_});
       wait_for(group_->recv(f.output_grad, a.peer, tag(a.micro_batch, stage, kGradient)),
                "gradient", a.micro_batch, a.chunk, a.peer);
       return;

@@ -7,7 +7,8 @@
 // shapes without configuration; its gradient comes back without one (it has the activation's
 // shape). Tags name (micro-batch, receiving stage, kind), so messages may arrive in any order.
 // Sends are asynchronous and waited for at the end of the step; a receive that does not complete
-// within the timeout throws naming both ranks, the micro-batch and the stage.
+// within the group's communicator timeout (Communicator::timeout_s) throws naming both ranks, the
+// micro-batch and the stage.
 //
 // Zero bubble: backward_input runs the backward inside autograd::DeferWeightGrads, so linear and
 // matmul weight gradients are queued per (chunk, micro-batch); backward_weight runs that queue.
@@ -45,7 +46,9 @@ struct ActionTiming {
 class PipelineExecutor {
  public:
   // group: the pipeline group (its rank is the stage index); spec.stages must equal its size.
-  PipelineExecutor(std::shared_ptr<Communicator> group, const ScheduleSpec& spec);
+  // device: where this stage computes; received activations and gradients are allocated there.
+  PipelineExecutor(std::shared_ptr<Communicator> group, const ScheduleSpec& spec,
+                   Device device = kCPU);
 
   // One training step's schedule. Throws ValueError naming the stage and micro-batch when a
   // callback throws, and on a receive timeout.
@@ -59,7 +62,6 @@ class PipelineExecutor {
   Communicator& group() const { return *group_; }
   const std::vector<Action>& actions() const { return actions_; }
   const std::vector<ActionTiming>& timings() const { return timings_; }
-  void set_recv_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
 
  private:
   struct InFlight {
@@ -83,10 +85,8 @@ class PipelineExecutor {
   std::vector<Action> actions_;
   std::vector<ActionTiming> timings_;
   std::vector<WorkPtr> pending_sends_;
-  std::chrono::milliseconds timeout_;
+  Device device_;
 };
 
-// The recv timeout: TESSERA_PIPELINE_TIMEOUT seconds, 600 by default.
-std::chrono::milliseconds default_recv_timeout();
 
 }  // namespace tessera::parallel::pipeline

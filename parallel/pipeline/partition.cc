@@ -107,20 +107,50 @@ std::vector<int64_t> balanced_sizes(const std::vector<int64_t>& params, int stag
   return sizes;
 }
 
+std::vector<BlockRange> explicit_ranges(const std::vector<int64_t>& counts, int64_t blocks,
+                                        int stages) {
+  TS_CHECK(int64_t(counts.size()) == stages, "partition", "expected ", stages,
+           " block counts (one per pipeline stage), got ", counts.size());
+  int64_t sum = 0;
+  for (size_t s = 0; s < counts.size(); ++s) {
+    TS_CHECK(counts[s] >= 1, "partition",
+             "expected every stage to hold at least 1 block, got ", counts[s], " for stage ",
+             s);
+    sum += counts[s];
+  }
+  TS_CHECK(sum == blocks, "partition", "expected block counts summing to the model's ", blocks,
+           " blocks, got ", sum);
+  return ranges_of(counts);
+}
+
+std::vector<BlockRange> parameter_ranges(const std::vector<int64_t>& block_params,
+                                         int64_t blocks, int stages, int64_t first_extra,
+                                         int64_t last_extra) {
+  TS_CHECK(int64_t(block_params.size()) == blocks, "partition", "expected ", blocks,
+           " block parameter counts, got ", block_params.size());
+  TS_CHECK(first_extra >= 0 && last_extra >= 0, "partition",
+           "expected first and last stage extras >= 0, got ", first_extra, " and ", last_extra);
+  for (size_t i = 0; i < block_params.size(); ++i)
+    TS_CHECK(block_params[i] >= 0, "partition", "expected parameter counts >= 0, got ",
+             block_params[i], " for block ", i);
+  return ranges_of(balanced_sizes(block_params, stages, first_extra, last_extra));
+}
+
 }  // namespace
 
 PartitionSpec PartitionSpec::from_json(const nlohmann::json& j) {
   if (j.is_object() && j.size() == 1 && j.contains("partition")) return from_json(j["partition"]);
   PartitionSpec spec;
-  if (j.is_string() && (j == "uniform" || j == "parameters")) {
-    spec.method = j.get<std::string>();
+  if (j == "uniform") return spec;
+  if (j == "parameters") {
+    spec.method = PartitionMethod::parameters;
     return spec;
   }
   TS_CHECK(j.is_array(), "partition",
            "expected the pipeline partition \"uniform\", \"parameters\" or a list of blocks per "
            "stage, got ",
            j.dump());
-  spec.method = "explicit";
+  spec.method = PartitionMethod::explicit_counts;
   for (const nlohmann::json& n : j) {
     TS_CHECK(n.is_number_integer(), "partition",
              "expected the pipeline partition's list to hold block counts (integers), got ",
@@ -131,8 +161,15 @@ PartitionSpec PartitionSpec::from_json(const nlohmann::json& j) {
 }
 
 nlohmann::json PartitionSpec::to_json() const {
-  if (method == "explicit") return counts;
-  return method;
+  switch (method) {
+    case PartitionMethod::uniform:
+      return "uniform";
+    case PartitionMethod::parameters:
+      return "parameters";
+    case PartitionMethod::explicit_counts:
+      return counts;
+  }
+  TS_FAIL("partition", "unknown method ", int(method));  // not reached
 }
 
 std::vector<BlockRange> partition_blocks(const PartitionSpec& spec, int64_t blocks, int stages,
@@ -141,31 +178,15 @@ std::vector<BlockRange> partition_blocks(const PartitionSpec& spec, int64_t bloc
   TS_CHECK(stages >= 1, "partition", "expected at least 1 pipeline stage, got ", stages);
   TS_CHECK(stages <= blocks, "partition", "expected at most ", blocks, " pipeline stages for ",
            blocks, " blocks, got ", stages, " (every stage needs a block)");
-  if (spec.method == "uniform") return ranges_of(uniform_sizes(blocks, stages));
-  if (spec.method == "explicit") {
-    TS_CHECK(int64_t(spec.counts.size()) == stages, "partition", "expected ", stages,
-             " block counts (one per pipeline stage), got ", spec.counts.size());
-    int64_t sum = 0;
-    for (size_t s = 0; s < spec.counts.size(); ++s) {
-      TS_CHECK(spec.counts[s] >= 1, "partition",
-               "expected every stage to hold at least 1 block, got ", spec.counts[s], " for stage ",
-               s);
-      sum += spec.counts[s];
-    }
-    TS_CHECK(sum == blocks, "partition", "expected block counts summing to the model's ", blocks,
-             " blocks, got ", sum);
-    return ranges_of(spec.counts);
+  switch (spec.method) {
+    case PartitionMethod::uniform:
+      return ranges_of(uniform_sizes(blocks, stages));
+    case PartitionMethod::explicit_counts:
+      return explicit_ranges(spec.counts, blocks, stages);
+    case PartitionMethod::parameters:
+      return parameter_ranges(block_params, blocks, stages, first_extra, last_extra);
   }
-  TS_CHECK(spec.method == "parameters", "partition",
-           "expected partition method uniform, parameters or explicit, got '", spec.method, "'");
-  TS_CHECK(int64_t(block_params.size()) == blocks, "partition", "expected ", blocks,
-           " block parameter counts, got ", block_params.size());
-  TS_CHECK(first_extra >= 0 && last_extra >= 0, "partition",
-           "expected first and last stage extras >= 0, got ", first_extra, " and ", last_extra);
-  for (size_t i = 0; i < block_params.size(); ++i)
-    TS_CHECK(block_params[i] >= 0, "partition", "expected parameter counts >= 0, got ",
-             block_params[i], " for block ", i);
-  return ranges_of(balanced_sizes(block_params, stages, first_extra, last_extra));
+  TS_FAIL("partition", "unknown method ", int(spec.method));  // not reached
 }
 
 }  // namespace tessera::parallel::pipeline

@@ -18,9 +18,11 @@ namespace tessera::parallel::pipeline {
 // largest stage's parameter count, the embeddings counted on the first stage and the head on the
 // last; among equal largest the most even split, then uniform's preference, so equal blocks without
 // extras split as "uniform" does), or an explicit list of block counts per stage.
+enum class PartitionMethod : uint8_t { uniform, parameters, explicit_counts };
+
 struct PartitionSpec {
-  std::string method = "uniform";  // "uniform", "parameters" or "explicit"
-  std::vector<int64_t> counts;     // explicit only: blocks per stage, summing to the block count
+  PartitionMethod method = PartitionMethod::uniform;
+  std::vector<int64_t> counts;  // explicit_counts only: blocks per stage, summing to the blocks
   // {"partition": "uniform"} / "parameters" / [3, 4, 4, 3]; anything else throws ValueError.
   static PartitionSpec from_json(const nlohmann::json& j);
   nlohmann::json to_json() const;

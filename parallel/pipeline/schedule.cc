@@ -365,6 +365,23 @@ std::string to_string(const Action& a) {
   return s + ")";
 }
 
+bool runs_model_chunks(ScheduleKind kind) {
+  switch (kind) {
+    case ScheduleKind::gpipe:
+    case ScheduleKind::one_f_one_b:
+    case ScheduleKind::zero_bubble:
+      return false;
+    case ScheduleKind::interleaved:
+      return true;
+  }
+  return false;
+}
+
+int micro_batch_multiple(ScheduleKind kind, int stages) {
+  // Interleaving walks the micro-batches in groups of P through each chunk.
+  return runs_model_chunks(kind) ? stages : 1;
+}
+
 void check_schedule(const ScheduleSpec& spec) {
   const char* name = schedule_name(spec.kind);
   TS_CHECK(spec.stages >= 1, "schedule", "expected at least 1 pipeline stage, got ", spec.stages);
@@ -372,11 +389,11 @@ void check_schedule(const ScheduleSpec& spec) {
            spec.micro_batches);
   TS_CHECK(spec.virtual_stages >= 1, "schedule", "expected at least 1 virtual stage, got ",
            spec.virtual_stages);
-  TS_CHECK(spec.virtual_stages == 1 || spec.kind == ScheduleKind::interleaved, "schedule",
+  TS_CHECK(spec.virtual_stages == 1 || runs_model_chunks(spec.kind), "schedule",
            "expected 1 virtual stage for schedule ", name,
            " (only interleaved runs several model chunks per rank), got ", spec.virtual_stages);
-  TS_CHECK(spec.kind != ScheduleKind::interleaved || spec.micro_batches % spec.stages == 0,
-           "schedule", "expected the micro-batches (M = ", spec.micro_batches,
+  TS_CHECK(spec.micro_batches % micro_batch_multiple(spec.kind, spec.stages) == 0, "schedule",
+           "expected the micro-batches (M = ", spec.micro_batches,
            ") to be a multiple of the pipeline stages (P = ", spec.stages,
            ") for the interleaved schedule, as Megatron's requires");
 }

@@ -55,6 +55,11 @@ struct ScheduleSpec {
 // "gpipe", "1f1b", "interleaved", "zero_bubble" <-> the kind; an unknown name throws ValueError
 // listing the known ones.
 ScheduleKind schedule_kind(const std::string& name);
+// The schedule's own rules, read by check_schedule and by the configuration checks alike:
+// whether it runs several model chunks per rank (virtual stages), and the number the micro-batches
+// of a step must be a multiple of (interleaved: the stages, as Megatron's requires; others: 1).
+bool runs_model_chunks(ScheduleKind kind);
+int micro_batch_multiple(ScheduleKind kind, int stages);
 const char* schedule_name(ScheduleKind kind);
 
 // Throws ValueError naming the numbers unless the schedule can run: stages >= 1, micro_batches >=

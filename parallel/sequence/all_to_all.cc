@@ -50,23 +50,19 @@ Tensor to_sequence(const Tensor& x, Communicator& group) {
 struct AllToAllNode : autograd::Node {
   std::shared_ptr<Communicator> group;
   bool always_run() const override { return true; }
-  Tensor grad_of_output(std::vector<Tensor>& grads) const {
-    Tensor g = std::move(grads[0]);
-    return g.dtype() == output_meta[0].dtype ? g : to_dtype(g, output_meta[0].dtype);
-  }
 };
 
 struct SequenceToHeadsBackward final : AllToAllNode {
   std::string name() const override { return "SequenceToHeadsBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    return {heads_to_sequence(grad_of_output(grads), group)};
+    return {heads_to_sequence(grad_in_output_dtype(grads), group)};
   }
 };
 
 struct HeadsToSequenceBackward final : AllToAllNode {
   std::string name() const override { return "HeadsToSequenceBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    return {sequence_to_heads(grad_of_output(grads), group)};
+    return {sequence_to_heads(grad_in_output_dtype(grads), group)};
   }
 };
 

@@ -6,26 +6,6 @@
 
 namespace tessera::parallel::sequence {
 
-const char* mode_name(SequenceAttentionMode mode) {
-  switch (mode) {
-    case SequenceAttentionMode::ring:
-      return "ring";
-    case SequenceAttentionMode::all_to_all:
-      return "all_to_all";
-    default:
-      return "ring_flash";
-  }
-}
-
-SequenceAttentionMode parse_mode(const std::string& name) {
-  if (name == "ring") return SequenceAttentionMode::ring;
-  if (name == "all_to_all") return SequenceAttentionMode::all_to_all;
-  if (name == "ring_flash") return SequenceAttentionMode::ring_flash;
-  throw ValueError(
-      "sequence attention",
-      str_cat("expected a mode \"ring\", \"all_to_all\" or \"ring_flash\", got \"", name, "\""));
-}
-
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v,
                  const SequenceAttentionArgs& args) {
   switch (args.mode) {
@@ -33,9 +13,10 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v,
       return ring_attention(q, k, v, args);
     case SequenceAttentionMode::all_to_all:
       return all_to_all_attention(q, k, v, args);
-    default:
+    case SequenceAttentionMode::ring_flash:
       return ring_flash_attention(q, k, v, args).out;
   }
+  TS_FAIL("sequence attention", "unknown mode ", int(args.mode));  // not reached
 }
 
 }  // namespace tessera::parallel::sequence

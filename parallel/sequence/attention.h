@@ -35,15 +35,12 @@
 #include "core/tensor.h"
 #include "parallel/comm/communicator.h"
 #include "parallel/sequence/layout.h"
+#include "parallel/sequence/modes.h"
 
 namespace tessera::parallel::sequence {
 
 using CommPtr = std::shared_ptr<Communicator>;
 
-enum class SequenceAttentionMode : uint8_t { ring, all_to_all, ring_flash };
-const char* mode_name(SequenceAttentionMode mode);
-// "ring", "all_to_all" or "ring_flash"; anything else throws naming the choices.
-SequenceAttentionMode parse_mode(const std::string& name);
 
 // What a forward computed on this rank (added to, never reset).
 struct SequenceAttentionStats {

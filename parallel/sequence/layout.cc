@@ -46,17 +46,6 @@ int64_t sequence_dim(const char* op, const Tensor& x, int64_t dim, SequenceLayou
 
 }  // namespace
 
-const char* layout_name(SequenceLayout layout) {
-  return layout == SequenceLayout::zigzag ? "zigzag" : "contiguous";
-}
-
-SequenceLayout parse_layout(const std::string& name) {
-  if (name == "contiguous") return SequenceLayout::contiguous;
-  if (name == "zigzag") return SequenceLayout::zigzag;
-  throw ValueError("sequence layout",
-                   str_cat("expected \"contiguous\" or \"zigzag\", got \"", name, "\""));
-}
-
 void check_split(const char* op, SequenceLayout layout, int64_t total, int size) {
   const int64_t pieces = layout == SequenceLayout::zigzag ? 2 * int64_t(size) : int64_t(size);
   TS_CHECK(size >= 1 && total % pieces == 0, op, "expected a sequence of ", total,

@@ -11,13 +11,10 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "parallel/sequence/modes.h"
 
 namespace tessera::parallel::sequence {
 
-enum class SequenceLayout : uint8_t { contiguous, zigzag };
-const char* layout_name(SequenceLayout layout);
-// "contiguous" or "zigzag"; anything else throws naming the choices.
-SequenceLayout parse_layout(const std::string& name);
 
 // Consecutive positions a rank holds: global positions [global, global + length) are its local
 // positions [local, local + length).

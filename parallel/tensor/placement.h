@@ -30,10 +30,11 @@ struct ShardSplit {
   std::string group;
 };
 
-// A group over which this rank's shard is repeated (2.5D's weight blocks over the depth layers,
-// "2.5d_dep"): its `parts` members hold the same values and, after backward, the same gradient
-// (the layers sum it over the group), so a global norm counts the copy at `index` 0 only and a
-// checkpoint needs one of them. `index`: this rank's rank in that group.
+// A group over which this rank's tensor is repeated (2.5D's weight blocks over the depth layers,
+// "2.5d_dep"; the trainer adds the tensor group for replicated parameters and the embedding group
+// for tied ones: models/train/param_copies.h): its `parts` members hold the same values and, after
+// backward, the same gradient, so a global norm counts the copy at `index` 0 only and a checkpoint
+// needs one of them. `index`: this rank's rank in that group.
 struct ShardReplica {
   std::string group;
   int parts = 1;
@@ -44,10 +45,10 @@ struct Placement {
   Shape global_shape;                  // the serial tensor's shape
   Shape view;                          // global regrouped / padded (empty: global_shape itself)
   std::vector<ShardSplit> splits;      // none: replicated over the tensor group
-  std::vector<ShardReplica> replicas;  // of a sharded placement; none: this shard is unique
+  std::vector<ShardReplica> replicas;  // none: this copy is unique (as far as recorded)
 
   bool replicated() const { return splits.empty(); }
-  // A sharded placement's copy that counts (index 0 in every replica group; true without any).
+  // This copy counts (index 0 in every replica group; true without any).
   bool counted_copy() const;
   // How many ranks hold this shard (the product of the replica groups' sizes).
   int copies() const;

@@ -106,58 +106,54 @@ struct RegionNode : Node {
   int64_t dim = 0;
   int64_t concat_dim = 0;  // all_to_all_to_region's second dim (the one it joins along)
   bool always_run() const override { return true; }
-  Tensor grad_of_output(std::vector<Tensor>& grads) const {
-    Tensor g = std::move(grads[0]);
-    return g.dtype() == output_meta[0].dtype ? g : to_dtype(g, output_meta[0].dtype);
-  }
 };
 
 struct CopyToRegionBackward final : RegionNode {
   std::string name() const override { return "CopyToRegionBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    return {reduce_from_region(grad_of_output(grads), group)};
+    return {reduce_from_region(grad_in_output_dtype(grads), group)};
   }
 };
 
 struct ReduceFromRegionBackward final : RegionNode {
   std::string name() const override { return "ReduceFromRegionBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    return {copy_to_region(grad_of_output(grads), group)};
+    return {copy_to_region(grad_in_output_dtype(grads), group)};
   }
 };
 
 struct ScatterToRegionBackward final : RegionNode {
   std::string name() const override { return "ScatterToRegionBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    return {gather_from_region(grad_of_output(grads), dim, group)};
+    return {gather_from_region(grad_in_output_dtype(grads), dim, group)};
   }
 };
 
 struct GatherFromRegionBackward final : RegionNode {
   std::string name() const override { return "GatherFromRegionBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    return {scatter_to_region(grad_of_output(grads), dim, group)};
+    return {scatter_to_region(grad_in_output_dtype(grads), dim, group)};
   }
 };
 
 struct ReduceScatterToRegionBackward final : RegionNode {
   std::string name() const override { return "ReduceScatterToRegionBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    return {all_gather_to_region(grad_of_output(grads), dim, group)};
+    return {all_gather_to_region(grad_in_output_dtype(grads), dim, group)};
   }
 };
 
 struct AllGatherToRegionBackward final : RegionNode {
   std::string name() const override { return "AllGatherToRegionBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    return {reduce_scatter_to_region(grad_of_output(grads), dim, group)};
+    return {reduce_scatter_to_region(grad_in_output_dtype(grads), dim, group)};
   }
 };
 
 struct AllToAllToRegionBackward final : RegionNode {
   std::string name() const override { return "AllToAllToRegionBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    return {all_to_all_to_region(grad_of_output(grads), concat_dim, dim, group)};
+    return {all_to_all_to_region(grad_in_output_dtype(grads), concat_dim, dim, group)};
   }
 };
 

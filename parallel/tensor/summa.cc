@@ -166,16 +166,12 @@ struct SummaNode : Node {
     a.reset();
     b.reset();
   }
-  Tensor grad_of_output(std::vector<Tensor>& grads) const {
-    Tensor g = std::move(grads[0]);
-    return g.dtype() == output_meta[0].dtype ? g : to_dtype(g, output_meta[0].dtype);
-  }
 };
 
 struct SummaAbBackward final : SummaNode {
   std::string name() const override { return "SummaAbBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    const Tensor g = grad_of_output(grads);
+    const Tensor g = grad_in_output_dtype(grads);
     Tensor da, db;
     if (needs_input_grad(0)) da = summa_abt(g, b.unpack(name()), grid);
     if (needs_input_grad(1)) db = summa_atb(a.unpack(name()), g, grid);
@@ -186,7 +182,7 @@ struct SummaAbBackward final : SummaNode {
 struct SummaAbtBackward final : SummaNode {
   std::string name() const override { return "SummaAbtBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    const Tensor g = grad_of_output(grads);
+    const Tensor g = grad_in_output_dtype(grads);
     Tensor da, db;
     if (needs_input_grad(0)) da = summa_ab(g, b.unpack(name()), grid);
     if (needs_input_grad(1)) db = summa_atb(g, a.unpack(name()), grid);
@@ -197,7 +193,7 @@ struct SummaAbtBackward final : SummaNode {
 struct SummaAtbBackward final : SummaNode {
   std::string name() const override { return "SummaAtbBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    const Tensor g = grad_of_output(grads);
+    const Tensor g = grad_in_output_dtype(grads);
     Tensor da, db;
     if (needs_input_grad(0)) da = summa_abt(b.unpack(name()), g, grid);
     if (needs_input_grad(1)) db = summa_ab(a.unpack(name()), g, grid);

@@ -1,6 +1,7 @@
 // Multi-rank program run by comm_test.sh: builds a ParallelContext for every layout that fits the
 // world size and checks each group's communicator against the pure layout: same members, same
 // order, and traffic that stays inside the group.
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -21,6 +22,25 @@ ParallelConfig make(int pipeline, int data, int sequence, int tensor, const char
   c.sequence = sequence;
   c.tensor = {tensor, mode, depth};
   return c;
+}
+
+// The embedding group: the first and last stage of this rank's pipeline group, none elsewhere;
+// its traffic stays between those two ranks.
+void check_embedding_group(const ParallelContext& ctx, const ParallelConfig& config, int me) {
+  const std::vector<int>* mine = nullptr;
+  const std::vector<std::vector<int>> groups = embedding_groups(config);
+  for (const auto& g : groups)
+    if (std::find(g.begin(), g.end(), me) != g.end()) mine = &g;
+  const auto& comm = ctx.embedding_group();
+  RANK_CHECK((comm != nullptr) == (mine != nullptr), "embedding group membership in ",
+             config.to_json().dump());
+  if (!comm) return;
+  RANK_CHECK(comm->name() == "embedding" && comm->size() == 2, "embedding group of 2");
+  Tensor in = full({1}, me, {.dtype = DType::i32});
+  Tensor out = empty({2}, {.dtype = DType::i32});
+  comm->all_gather(in, out)->wait();
+  for (int i = 0; i < 2; ++i)
+    RANK_CHECK(testing::element(out, i) == (*mine)[size_t(i)], "embedding member ", i);
 }
 
 void check_context(const ParallelConfig& config, const std::shared_ptr<Communicator>& world) {
@@ -47,6 +67,7 @@ void check_context(const ParallelConfig& config, const std::shared_ptr<Communica
   }
   RANK_CHECK(ctx.coord("pipeline") == me / (config.data * config.sequence * config.tensor.size),
              "pipeline coordinate");
+  check_embedding_group(ctx, config, me);
   std::string err;
   try {
     ctx.group("2d_row_typo");
@@ -74,6 +95,8 @@ int main(int argc, char** argv) {
       ++built;
     }
     RANK_CHECK(built > 0, "some layout fits ", world->size(), " ranks");
+    // Four stages: the middle ones belong to no embedding group.
+    if (world->size() % 4 == 0) check_context(make(4, world->size() / 4, 1, 1, "1d"), world);
     // A layout for another world size fails the same way on every rank (no hang).
     std::string err;
     try {

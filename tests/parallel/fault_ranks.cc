@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "core/factory.h"
+#include "parallel/comm/agreed.h"
 #include "parallel/comm/config_check.h"
 #include "parallel/comm/mpi_runtime.h"
 
@@ -40,6 +41,24 @@ int main(int argc, char** argv) {
       // A receive whose sender never sends.
       if (me == 0) world->recv(t, victim, 5)->wait();
       std::this_thread::sleep_for(std::chrono::seconds(120));
+    } else if (scenario == "agreed" || scenario == "agreed_caught") {
+      // The victim fails inside agreed work; every rank throws its message at the same point.
+      try {
+        run_agreed(world.get(), [&] {
+          if (me == victim) TS_FAIL("fault_test", "deliberate failure");
+        });
+      } catch (const std::exception& e) {
+        if (scenario == "agreed") throw;
+        // Caught on every rank: each holds the victim's message, and none is left in a collective.
+        const std::string want = str_cat("rank ", victim, ": [fault_test] deliberate failure");
+        if (std::string(e.what()) != want)
+          TS_FAIL("fault_test", "expected '", want, "' on every rank, got '", e.what(), "'");
+        world->all_reduce(t)->wait();
+        world->barrier()->wait();
+        if (me == 0) std::printf("fault scenario %s: every rank caught the failure\n", scenario.c_str());
+        return 0;
+      }
+      TS_FAIL("fault_test", "expected run_agreed to throw on rank ", me);
     } else if (scenario == "config") {
       std::string text = R"({"parallel": {"data": 2}})";
       if (me == victim) text = R"({"parallel": {"data": 4}})";

@@ -211,3 +211,17 @@ TEST_CASE("the mesh axes factor the tensor axis by mode") {
         "(pipeline=1, data=1, sequence=1, tp_row=3, tp_col=3)");
   CHECK_THROWS_WITH(tensor_group_layout("3d", 9), Catch::Contains("to be a cube"));
 }
+
+TEST_CASE("the embedding group joins the first and last stage of each pipeline group") {
+  ParallelConfig c;
+  c.pipeline = 4;
+  c.data = 2;
+  // Mesh (pipeline, data): rank = stage * 2 + data.
+  CHECK(embedding_groups(c) == Groups{{0, 6}, {1, 7}});
+  c.pipeline = 2;
+  c.data = 1;
+  CHECK(embedding_groups(c) == Groups{{0, 1}});
+  c.pipeline = 1;
+  c.data = 4;
+  CHECK(embedding_groups(c).empty());
+}

@@ -112,13 +112,14 @@ TEST_CASE("parallel.pipeline and parallel.sequence take objects with their optio
       R"({"pipeline": {"size": 2, "schedule": "interleaved", "virtual_stages": 2, "partition": [1, 3, 2, 2]},
           "sequence": {"size": 2, "mode": "ring"}})"));
   CHECK(c.pipeline == 2);
-  CHECK(c.pipeline_options.schedule == "interleaved");
+  CHECK(c.pipeline_options.schedule == pipeline::ScheduleKind::interleaved);
   CHECK(c.pipeline_options.virtual_stages == 2);
-  CHECK(c.pipeline_options.partition == json::parse("[1, 3, 2, 2]"));
+  CHECK(c.pipeline_options.partition.to_json() == json::parse("[1, 3, 2, 2]"));
   CHECK(c.sequence == 2);
-  CHECK(c.sequence_mode == "ring");
+  CHECK(c.sequence_mode == sequence::SequenceAttentionMode::ring);
   CHECK(ParallelConfig::from_json(c.to_json()).to_json() == c.to_json());
-  CHECK(ParallelConfig::from_json(json::parse(R"({"sequence": 4})")).sequence_mode == "ring_flash");
+  CHECK(ParallelConfig::from_json(json::parse(R"({"sequence": 4})")).sequence_mode ==
+        sequence::SequenceAttentionMode::ring_flash);
   CHECK_THROWS_WITH(ParallelConfig::from_json(json::parse(R"({"pipeline": {"size": 2, "schedule": "zigzag"}})")),
                     Catch::Contains("parallel.pipeline.schedule to be one of gpipe, 1f1b"));
   CHECK_THROWS_WITH(

@@ -19,7 +19,7 @@ std::vector<StepRecord> measure_pp(const PpShape& a, const pp::ScheduleSpec& spe
                                    const std::shared_ptr<parallel::Communicator>& world) {
   parallel::ParallelConfig pc;
   pc.pipeline = spec.stages;
-  pc.pipeline_options.schedule = pp::schedule_name(spec.kind);
+  pc.pipeline_options.schedule = spec.kind;
   pc.pipeline_options.virtual_stages = spec.virtual_stages;
   const parallel::ParallelContext context(pc, world);
 

@@ -68,7 +68,7 @@ SpMeasured measure_sp_step(const gpt::GPTConfig& config, int64_t micro, const Sp
     parallel::ParallelConfig pc;
     if (layout.kind == SpLayout::Kind::sequence) {
       pc.sequence = world->size();
-      pc.sequence_mode = layout.mode;
+      pc.sequence_mode = parallel::sequence::parse_mode(layout.mode);
     } else {
       pc.tensor.size = world->size();
       pc.tensor.mode = "1d";

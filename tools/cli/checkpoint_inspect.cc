@@ -220,9 +220,10 @@ std::string layout_text(const train::TrainConfig& c, int64_t world_size) {
   std::string s = known ? str_cat("data ", p.data)
                         : std::string("data (the job's remaining ranks, not recorded)");
   s += str_cat(" x pipeline ", p.pipeline);
-  if (p.pipeline > 1) s += " (" + p.pipeline_options.schedule + ")";
+  if (p.pipeline > 1)
+    s += str_cat(" (", parallel::pipeline::schedule_name(p.pipeline_options.schedule), ")");
   s += str_cat(" x sequence ", p.sequence);
-  if (p.sequence > 1) s += " (" + p.sequence_mode + ")";
+  if (p.sequence > 1) s += str_cat(" (", parallel::sequence::mode_name(p.sequence_mode), ")");
   s += str_cat(" x tensor ", p.tensor.size, " (", p.tensor.mode);
   if (p.tensor.mode == "2.5d") s += str_cat(", depth ", p.tensor.depth);
   if (p.tensor.sequence_parallel) s += ", sequence_parallel";

@@ -239,9 +239,12 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   return run_distributed(argc, argv, [&](const CommPtr& world) {
     const int p = world->size();
-    if (mode == "throw" || mode == "hang") {
-      PipelineExecutor executor(world, {.kind = ScheduleKind::one_f_one_b, .stages = p, .micro_batches = 4});
-      if (mode == "hang") executor.set_recv_timeout(std::chrono::milliseconds(2000));
+    if (mode == "throw" || mode == "hang" || mode == "device") {
+      // "device": the stages compute on a GPU, so what they receive is allocated there (on a host
+      // without one that allocation fails, where a CPU buffer would silently have been used).
+      PipelineExecutor executor(
+          world, {.kind = ScheduleKind::one_f_one_b, .stages = p, .micro_batches = 4},
+          mode == "device" ? Device{DeviceType::cuda, 0} : kCPU);
       Chain chain(p);
       executor.run({.forward = [&](int, int m, const Tensor& input) {
         const int s = world->rank();

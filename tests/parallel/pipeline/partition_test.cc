@@ -25,11 +25,8 @@ std::vector<int64_t> sizes(const std::vector<BlockRange>& ranges) {
   return out;
 }
 
-PartitionSpec method(const std::string& m) {
-  PartitionSpec s;
-  s.method = m;
-  return s;
-}
+// The spec a config names ("uniform", "parameters"), parsed as the config reader does.
+PartitionSpec method(const std::string& m) { return PartitionSpec::from_json(m); }
 
 std::vector<int64_t> stage_costs(const std::vector<int64_t>& sizes,
                                  const std::vector<int64_t>& params, int64_t first, int64_t last) {
@@ -140,7 +137,7 @@ TEST_CASE("parameters agrees with brute force on the largest stage and the evenn
 
 TEST_CASE("explicit counts are checked against the stages and blocks") {
   PartitionSpec e = PartitionSpec::from_json(nlohmann::json::array({3, 4, 4, 3}));
-  CHECK(e.method == "explicit");
+  CHECK(e.method == PartitionMethod::explicit_counts);
   CHECK(sizes(partition_blocks(e, 14, 4)) == V{3, 4, 4, 3});
   CHECK(partition_blocks(e, 14, 4)[3] == BlockRange{11, 14});
   CHECK_THROWS_WITH(partition_blocks(e, 14, 3),
@@ -165,15 +162,16 @@ TEST_CASE("partition errors name the numbers") {
                     Catch::Contains("expected 4 block parameter counts, got 3"));
   CHECK_THROWS_WITH(partition_blocks(method("parameters"), 2, 2, V{1, -1}),
                     Catch::Contains("expected parameter counts >= 0, got -1 for block 1"));
-  CHECK_THROWS_WITH(partition_blocks(method("layers"), 4, 2),
-                    Catch::Contains("uniform, parameters or explicit, got 'layers'"));
+  CHECK_THROWS_WITH(method("layers"),
+                    Catch::Contains("\"uniform\", \"parameters\" or a list of blocks per stage"));
 }
 
 TEST_CASE("partition JSON: a name or a list, alone or under \"partition\"") {
   using J = nlohmann::json;
-  CHECK(PartitionSpec::from_json("uniform").method == "uniform");
-  CHECK(PartitionSpec::from_json("parameters").method == "parameters");
-  CHECK(PartitionSpec::from_json(J{{"partition", "parameters"}}).method == "parameters");
+  CHECK(PartitionSpec::from_json("uniform").method == PartitionMethod::uniform);
+  CHECK(PartitionSpec::from_json("parameters").method == PartitionMethod::parameters);
+  CHECK(PartitionSpec::from_json(J{{"partition", "parameters"}}).method ==
+        PartitionMethod::parameters);
   CHECK(PartitionSpec::from_json(J{{"partition", {1, 2}}}).counts == V{1, 2});
   for (const J& j : {J("uniform"), J("parameters"), J::array({3, 4, 4, 3})})
     CHECK(PartitionSpec::from_json(j).to_json() == j);

@@ -67,7 +67,7 @@ Tensor rows_of(const Tensor& full, const ParallelContext& ctx) {
 
 void check_bert(const ParallelContext& ctx, double dropout, bool token_types) {
   const std::string what =
-      str_cat("BERT ", ctx.config().sequence_mode, " dropout ", dropout,
+      str_cat("BERT ", parallel::sequence::mode_name(ctx.config().sequence_mode), " dropout ", dropout,
               token_types ? " token types" : "", " on S = ", ctx.sequence_group()->size());
   const bert::BertConfig c{.vocab_size = 37,
                            .max_positions = 16,
@@ -114,7 +114,8 @@ vit::ViTConfig tiny_vit(double dropout) {
 }
 
 void check_vit(const ParallelContext& ctx, double dropout) {
-  const std::string what = str_cat("ViT ", ctx.config().sequence_mode, " dropout ", dropout,
+  const std::string what = str_cat("ViT ", parallel::sequence::mode_name(ctx.config().sequence_mode),
+                                   " dropout ", dropout,
                                    " on S = ", ctx.sequence_group()->size());
   const vit::ViTConfig c = tiny_vit(dropout);
   const auto [serial, twin] = make_twins_of<vit::ViT>(ctx, 7, what, c);
@@ -147,7 +148,7 @@ int main(int argc, char** argv) {
         for (const char* mode : {"ring", "all_to_all", "ring_flash"}) {
           parallel::ParallelConfig config;
           config.sequence = n;
-          config.sequence_mode = mode;
+          config.sequence_mode = parallel::sequence::parse_mode(mode);
           ParallelContext ctx(config, world);
           check_bert(ctx, 0.0, /*token_types=*/true);
           check_bert(ctx, 0.1, /*token_types=*/false);
