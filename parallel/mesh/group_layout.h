@@ -49,6 +49,6 @@ std::vector<GroupSpec> group_specs(const ParallelConfig& config);
 using GroupLayout = std::map<std::string, std::vector<std::vector<int>>>;
 GroupLayout group_layout(const ParallelConfig& config);
 // The tensor groups alone, on tensor ranks 0 .. size-1 ("tensor" and the mode's groups).
-GroupLayout tensor_group_layout(const std::string& mode, int size, int depth = 1);
+GroupLayout tensor_group_layout(TensorMode mode, int size, int depth = 1);
 
 }  // namespace tessera::parallel
