@@ -3,16 +3,20 @@
 
 namespace tessera::nn {
 
-const std::string& BuildContext::tensor_mode() const {
-  static const std::string kSerial = "none";
-  return tensor_parallel() ? parallel_->config().tensor.mode : kSerial;
+std::optional<parallel::TensorMode> BuildContext::tensor_mode() const {
+  if (!tensor_parallel()) return std::nullopt;
+  return parallel_->config().tensor.mode;
+}
+
+const char* BuildContext::tensor_mode_name() const {
+  return tensor_parallel() ? parallel::tensor_mode_name(*tensor_mode()) : "none";
 }
 
 parallel::tensor::SummaGrid BuildContext::summa_grid() const {
   TS_CHECK(tensor_2d(), "BuildContext",
            "expected a tensor-parallel context in mode 2d or 2.5d for the SUMMA grid, got mode '",
-           tensor_mode(), "' with tensor size ", tensor_size());
-  if (tensor_mode() == "2.5d")
+           tensor_mode_name(), "' with tensor size ", tensor_size());
+  if (tensor_mode() == parallel::TensorMode::two_point_five_d)
     return {.row = parallel_->group("2.5d_row"),
             .col = parallel_->group("2.5d_col"),
             .dep = parallel_->group("2.5d_dep"),

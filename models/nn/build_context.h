@@ -4,7 +4,7 @@
 #pragma once
 
 #include <memory>
-#include <string>
+#include <optional>
 
 #include "core/generator.h"
 #include "parallel/comm/communicator.h"
@@ -22,10 +22,12 @@ class BuildContext {
   Generator& generator() const { return *gen_; }
   const parallel::ParallelContext* parallel() const { return parallel_; }
 
-  // Tensor parallelism: the group's size (1 when serial), this rank's index in it, the mode.
+  // Tensor parallelism: the group's size (1 when serial), this rank's index in it, the mode (none
+  // when serial) and its name for messages ("none" when serial).
   int tensor_size() const { return parallel_ ? parallel_->config().tensor.size : 1; }
   int tensor_rank() const { return tensor_size() > 1 ? parallel_->tensor_group()->rank() : 0; }
-  const std::string& tensor_mode() const;
+  std::optional<parallel::TensorMode> tensor_mode() const;
+  const char* tensor_mode_name() const;
   // True when layers are split: a context with tensor size > 1.
   bool tensor_parallel() const { return tensor_size() > 1; }
   // 1D sequence parallelism (parallel.tensor.sequence_parallel): the activations between the
@@ -36,11 +38,12 @@ class BuildContext {
   // 2D (SUMMA) tensor parallelism: a context with tensor size > 1 in mode 2d, or in mode 2.5d
   // (Tesseract: the 2D layers on each depth layer's batch slice; 2D is 2.5D with depth 1).
   bool tensor_2d() const {
-    return tensor_parallel() && (tensor_mode() == "2d" || tensor_mode() == "2.5d");
+    return tensor_mode() == parallel::TensorMode::two_d ||
+           tensor_mode() == parallel::TensorMode::two_point_five_d;
   }
   // 3D tensor parallelism (mode 3d): the layers split over the q x q x q cube
   // (parallel/tensor/cube_3d.h; models/nn/parallel/*_3d.h).
-  bool tensor_3d() const { return tensor_parallel() && tensor_mode() == "3d"; }
+  bool tensor_3d() const { return tensor_mode() == parallel::TensorMode::three_d; }
   // The tensor group (null when serial).
   std::shared_ptr<parallel::Communicator> tensor_group() const {
     return tensor_parallel() ? parallel_->tensor_group() : nullptr;

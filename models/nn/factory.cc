@@ -40,7 +40,8 @@ void check_style(const char* factory, ParallelStyle style,
 // The 1D, 2D, 2.5D and 3D twins exist today; another mode is refused by name.
 bool one_d(const BuildContext& ctx, const char* factory) {
   if (!ctx.tensor_parallel() || ctx.tensor_2d() || ctx.tensor_3d()) return false;
-  TS_CHECK(ctx.tensor_mode() == "1d", factory, "tensor parallelism mode '", ctx.tensor_mode(),
+  TS_CHECK(ctx.tensor_mode() == parallel::TensorMode::one_d, factory, "tensor parallelism mode '",
+           ctx.tensor_mode_name(),
            "' has no layers in this version of Tessera (1d, 2d, 2.5d and 3d do); set "
            "parallel.tensor.mode to 1d, 2d, 2.5d or 3d");
   return true;
@@ -188,7 +189,7 @@ std::shared_ptr<LMHead> make_tied_lm_head(const LMHeadSpec& spec, const Embeddin
     TS_CHECK(blocks != nullptr, "make_tied_lm_head",
              "expected a VocabParallelEmbedding2D (make_embedding with ParallelStyle vocab) to "
              "tie to under tensor parallelism mode '",
-             ctx.tensor_mode(), "', got ", embedding.type_name());
+             ctx.tensor_mode_name(), "', got ", embedding.type_name());
     return std::make_shared<VocabParallelLMHead2D>(spec, *blocks, ctx, style);
   }
   if (ctx.tensor_3d()) {

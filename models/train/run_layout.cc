@@ -48,9 +48,10 @@ int grid_side(const parallel::ParallelConfig& p) { return parallel::tensor_grid_
 // "parallel.tensor.mode 2d on a 2 x 2 grid" or "... mode 2.5d on a 2 x 2 grid of depth 2".
 std::string grid_text(const parallel::ParallelConfig& p) {
   const int q = grid_side(p);
-  std::string s = "parallel.tensor.mode " + p.tensor.mode + " on a " + std::to_string(q) + " x " +
-                  std::to_string(q) + " grid";
-  if (p.tensor.mode == "2.5d") s += " of depth " + std::to_string(p.tensor.depth);
+  std::string s = str_cat("parallel.tensor.mode ", p.tensor.mode) + " on a " + std::to_string(q) +
+                  " x " + std::to_string(q) + " grid";
+  if (p.tensor.mode == parallel::TensorMode::two_point_five_d)
+    s += " of depth " + std::to_string(p.tensor.depth);
   return s;
 }
 
@@ -148,7 +149,9 @@ void check_3d(const TrainConfig& c) {
 // each layer's q grid rows.
 void check_2d_batch(const TrainConfig& c) {
   const int q = grid_side(c.parallel);
-  const int d = c.parallel.tensor.mode == "2.5d" ? c.parallel.tensor.depth : 1;
+  const int d = c.parallel.tensor.mode == parallel::TensorMode::two_point_five_d
+                    ? c.parallel.tensor.depth
+                    : 1;
   const std::string over =
       d == 1 ? str_cat("the ", q, " grid rows")
              : str_cat("the ", d, " depth layers, then the ", q, " grid rows of each");
@@ -214,8 +217,10 @@ void check_sequence(const TrainConfig& c) {
   // Under tensor parallelism each rank holds a share of the heads (1D: 1 / size, 2D and 2.5D:
   // 1 / q, 3D: 1 / q^2), which all_to_all deals out over the sequence ranks.
   const int64_t q = parallel::tensor_grid_dim(p.tensor);
-  const int64_t tp = p.tensor.mode == "3d" ? q * q : q;
-  TS_CHECK(p.sequence_mode != parallel::sequence::SequenceAttentionMode::all_to_all || heads % (tp * p.sequence) == 0, "config", what,
+  const int64_t tp = p.tensor.mode == parallel::TensorMode::three_d ? q * q : q;
+  TS_CHECK(p.sequence_mode != parallel::sequence::SequenceAttentionMode::all_to_all ||
+               heads % (tp * p.sequence) == 0,
+           "config", what,
            " in mode all_to_all moves heads between the ranks: expected model.n_heads ", heads,
            tp > 1 ? str_cat(" divisible by the tensor ranks' head split ", tp, " x ", p.sequence,
                             " = ", tp * p.sequence)
@@ -242,8 +247,10 @@ void check_supported(const TrainConfig& c) {
            "false");
 
   if (p.tensor.size > 1) {
-    if (!custom && (p.tensor.mode == "2d" || p.tensor.mode == "2.5d")) check_2d(c);
-    if (!custom && p.tensor.mode == "3d") check_3d(c);
+    if (!custom && (p.tensor.mode == parallel::TensorMode::two_d ||
+                    p.tensor.mode == parallel::TensorMode::two_point_five_d))
+      check_2d(c);
+    if (!custom && p.tensor.mode == parallel::TensorMode::three_d) check_3d(c);
     // On GPUs the layers run the same code: their collectives go over the groups' NCCL halves
     // (context_world, train_device.h), their local ops over the CUDA kernels.
   }
@@ -301,8 +308,10 @@ int64_t resolve_layout(TrainConfig& c, int world_size) {
              " does not split over ", p.data, " data-parallel ranks");
     t.micro_batch_size = t.batch_size / p.data;
   }
-  if (p.tensor.size > 1 && (p.tensor.mode == "2d" || p.tensor.mode == "2.5d")) check_2d_batch(c);
-  if (p.tensor.size > 1 && p.tensor.mode == "3d") {
+  if (p.tensor.size > 1 && (p.tensor.mode == parallel::TensorMode::two_d ||
+                            p.tensor.mode == parallel::TensorMode::two_point_five_d))
+    check_2d_batch(c);
+  if (p.tensor.size > 1 && p.tensor.mode == parallel::TensorMode::three_d) {
     const int q = parallel::tensor_grid_dim(p.tensor);
     TS_CHECK(t.micro_batch_size % q == 0, "config", "parallel.tensor.mode 3d on a ", q, " x ", q,
              " x ", q, " cube splits each micro-batch over the cube side: expected ",

@@ -248,7 +248,7 @@ json Trainer::train_state(int64_t step, const json& optimizer_meta) const {
             {"pipeline", p.pipeline},
             {"sequence", p.sequence},
             {"tensor", p.tensor.size},
-            {"tensor_mode", p.tensor.mode},
+            {"tensor_mode", parallel::tensor_mode_name(p.tensor.mode)},
             {"zero_stage", config_.zero.stage},
             {"format", config_.checkpoint.format}}}};
 }

@@ -1,5 +1,7 @@
 #include "parallel/mesh/group_layout.h"
 
+#include "core/error.h"
+
 namespace tessera::parallel {
 namespace {
 
@@ -12,21 +14,26 @@ std::vector<std::string> names_of(const std::vector<MeshAxis>& axes) {
 // The groups of the tensor mode, on the tensor axes.
 std::vector<GroupSpec> tensor_group_specs(const TensorParallelConfig& tensor) {
   std::vector<GroupSpec> specs = {{"tensor", names_of(tensor_mesh_axes(tensor))}};
-  const std::string& m = tensor.mode;
-  if (m == "2d") {
-    specs.push_back({"2d_row", {"tp_col"}});
-    specs.push_back({"2d_col", {"tp_row"}});
-  } else if (m == "2.5d") {
-    specs.push_back({"2.5d_row", {"tp_col"}});
-    specs.push_back({"2.5d_col", {"tp_row"}});
-    specs.push_back({"2.5d_dep", {"tp_dep"}});
-    specs.push_back({"2.5d_xz", {"tp_dep", "tp_row"}});
-  } else if (m == "3d") {
-    specs.push_back({"3d_input", {"tp_j"}});
-    specs.push_back({"3d_weight", {"tp_i"}});
-    specs.push_back({"3d_output", {"tp_k"}});
-    specs.push_back({"3d_input_x_weight", {"tp_j", "tp_i"}});
-    specs.push_back({"3d_output_x_weight", {"tp_k", "tp_i"}});
+  switch (tensor.mode) {
+    case TensorMode::one_d:
+      break;
+    case TensorMode::two_d:
+      specs.push_back({"2d_row", {"tp_col"}});
+      specs.push_back({"2d_col", {"tp_row"}});
+      break;
+    case TensorMode::two_point_five_d:
+      specs.push_back({"2.5d_row", {"tp_col"}});
+      specs.push_back({"2.5d_col", {"tp_row"}});
+      specs.push_back({"2.5d_dep", {"tp_dep"}});
+      specs.push_back({"2.5d_xz", {"tp_dep", "tp_row"}});
+      break;
+    case TensorMode::three_d:
+      specs.push_back({"3d_input", {"tp_j"}});
+      specs.push_back({"3d_weight", {"tp_i"}});
+      specs.push_back({"3d_output", {"tp_k"}});
+      specs.push_back({"3d_input_x_weight", {"tp_j", "tp_i"}});
+      specs.push_back({"3d_output_x_weight", {"tp_k", "tp_i"}});
+      break;
   }
   return specs;
 }
@@ -41,10 +48,17 @@ GroupLayout layout_of(const DeviceMesh& mesh, const std::vector<GroupSpec>& spec
 
 std::vector<MeshAxis> tensor_mesh_axes(const TensorParallelConfig& tensor) {
   const int q = tensor_grid_dim(tensor);
-  if (tensor.mode == "2d") return {{"tp_row", q}, {"tp_col", q}};
-  if (tensor.mode == "2.5d") return {{"tp_dep", tensor.depth}, {"tp_row", q}, {"tp_col", q}};
-  if (tensor.mode == "3d") return {{"tp_k", q}, {"tp_j", q}, {"tp_i", q}};
-  return {{"tensor", tensor.size}};
+  switch (tensor.mode) {
+    case TensorMode::one_d:
+      return {{"tensor", tensor.size}};
+    case TensorMode::two_d:
+      return {{"tp_row", q}, {"tp_col", q}};
+    case TensorMode::two_point_five_d:
+      return {{"tp_dep", tensor.depth}, {"tp_row", q}, {"tp_col", q}};
+    case TensorMode::three_d:
+      return {{"tp_k", q}, {"tp_j", q}, {"tp_i", q}};
+  }
+  TS_FAIL("config", "expected a TensorMode, got the value ", int(tensor.mode));
 }
 
 DeviceMesh build_mesh(const ParallelConfig& config) {
@@ -78,7 +92,7 @@ std::vector<std::vector<int>> embedding_groups(const ParallelConfig& config) {
   return groups;
 }
 
-GroupLayout tensor_group_layout(const std::string& mode, int size, int depth) {
+GroupLayout tensor_group_layout(TensorMode mode, int size, int depth) {
   TensorParallelConfig tensor{size, mode, depth};
   ParallelConfig config;
   config.tensor = tensor;

@@ -56,6 +56,6 @@ GroupLayout group_layout(const ParallelConfig& config);
 // pipeline == 1).
 std::vector<std::vector<int>> embedding_groups(const ParallelConfig& config);
 // The tensor groups alone, on tensor ranks 0 .. size-1 ("tensor" and the mode's groups).
-GroupLayout tensor_group_layout(const std::string& mode, int size, int depth = 1);
+GroupLayout tensor_group_layout(TensorMode mode, int size, int depth = 1);
 
 }  // namespace tessera::parallel

@@ -65,19 +65,24 @@ void ParallelConfig::validate() const {
   TS_CHECK(sequence >= 1, "config", "expected parallel.sequence >= 1, got ", sequence);
   TS_CHECK(tensor.size >= 1, "config", "expected parallel.tensor.size >= 1, got ", tensor.size);
   TS_CHECK(tensor.depth >= 1, "config", "expected parallel.tensor.depth >= 1, got ", tensor.depth);
-  const std::string& m = tensor.mode;
-  TS_CHECK(m == "1d" || m == "2d" || m == "2.5d" || m == "3d", "config",
-           "expected parallel.tensor.mode to be one of 1d, 2d, 2.5d, 3d, got '", m, "'");
-  if (m == "2d") {
-    TS_CHECK(exact_root(tensor.size, 2) > 0, "config",
-             "expected parallel.tensor.size to be a square (q * q) for mode 2d, got ", tensor.size);
-  } else if (m == "2.5d") {
-    TS_CHECK(tensor.size % tensor.depth == 0 && exact_root(tensor.size / tensor.depth, 2) > 0,
-             "config", "expected parallel.tensor.size = q * q * depth for mode 2.5d with depth ",
-             tensor.depth, ", got size ", tensor.size);
-  } else if (m == "3d") {
-    TS_CHECK(exact_root(tensor.size, 3) > 0, "config",
-             "expected parallel.tensor.size to be a cube (q * q * q) for mode 3d, got ", tensor.size);
+  switch (tensor.mode) {
+    case TensorMode::one_d:
+      break;
+    case TensorMode::two_d:
+      TS_CHECK(exact_root(tensor.size, 2) > 0, "config",
+               "expected parallel.tensor.size to be a square (q * q) for mode 2d, got ",
+               tensor.size);
+      break;
+    case TensorMode::two_point_five_d:
+      TS_CHECK(tensor.size % tensor.depth == 0 && exact_root(tensor.size / tensor.depth, 2) > 0,
+               "config", "expected parallel.tensor.size = q * q * depth for mode 2.5d with depth ",
+               tensor.depth, ", got size ", tensor.size);
+      break;
+    case TensorMode::three_d:
+      TS_CHECK(exact_root(tensor.size, 3) > 0, "config",
+               "expected parallel.tensor.size to be a cube (q * q * q) for mode 3d, got ",
+               tensor.size);
+      break;
   }
   const PipelineOptions& pp = pipeline_options;
   TS_CHECK(pp.virtual_stages >= 1, "config", "expected parallel.pipeline.virtual_stages >= 1, got ",
@@ -87,10 +92,11 @@ void ParallelConfig::validate() const {
            pipeline::schedule_name(pp.schedule), "', got ", pp.virtual_stages,
            " (model chunks per rank need schedule interleaved)");
   if (tensor.sequence_parallel) {
-    TS_CHECK(m == "1d", "config",
+    TS_CHECK(tensor.mode == TensorMode::one_d, "config",
              "expected parallel.tensor.sequence_parallel only with parallel.tensor.mode 1d "
              "(Megatron's sequence parallelism splits the 1D layers' activations), got mode '",
-             m, "'; set parallel.tensor.sequence_parallel to false or parallel.tensor.mode to 1d");
+             tensor.mode,
+             "'; set parallel.tensor.sequence_parallel to false or parallel.tensor.mode to 1d");
     TS_CHECK(tensor.size > 1, "config",
              "expected parallel.tensor.sequence_parallel with parallel.tensor.size > 1 (it splits "
              "the sequence over the tensor group), got size ",
@@ -169,7 +175,7 @@ ParallelConfig ParallelConfig::from_json(const nlohmann::json& j) {
         } else if (tkey == "mode") {
           TS_CHECK(tvalue.is_string(), "config", "expected parallel.tensor.mode to be a string, got ",
                    tvalue.dump());
-          c.tensor.mode = tvalue.get<std::string>();
+          c.tensor.mode = tensor_mode_from_name(tvalue.get<std::string>());
         } else {
           TS_FAIL("config",
                   "expected a key of parallel.tensor (size, mode, depth, sequence_parallel), "
@@ -196,16 +202,23 @@ nlohmann::json ParallelConfig::to_json() const {
           {"sequence", {{"size", sequence}, {"mode", sequence::mode_name(sequence_mode)}}},
           {"tensor",
            {{"size", tensor.size},
-            {"mode", tensor.mode},
+            {"mode", tensor_mode_name(tensor.mode)},
             {"depth", tensor.depth},
             {"sequence_parallel", tensor.sequence_parallel}}}};
 }
 
 int tensor_grid_dim(const TensorParallelConfig& tensor) {
-  if (tensor.mode == "2d") return exact_root(tensor.size, 2);
-  if (tensor.mode == "2.5d") return exact_root(tensor.size / tensor.depth, 2);
-  if (tensor.mode == "3d") return exact_root(tensor.size, 3);
-  return tensor.size;
+  switch (tensor.mode) {
+    case TensorMode::one_d:
+      return tensor.size;
+    case TensorMode::two_d:
+      return exact_root(tensor.size, 2);
+    case TensorMode::two_point_five_d:
+      return exact_root(tensor.size / tensor.depth, 2);
+    case TensorMode::three_d:
+      return exact_root(tensor.size, 3);
+  }
+  TS_FAIL("config", "expected a TensorMode, got the value ", int(tensor.mode));
 }
 
 }  // namespace tessera::parallel

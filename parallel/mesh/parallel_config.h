@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "parallel/mesh/tensor_mode.h"
 #include "parallel/pipeline/partition.h"
 #include "parallel/pipeline/schedule.h"
 #include "parallel/sequence/modes.h"
@@ -14,8 +15,8 @@ namespace tessera::parallel {
 
 struct TensorParallelConfig {
   int size = 1;
-  std::string mode = "1d";  // "1d", "2d", "2.5d" or "3d"
-  int depth = 1;            // 2.5D only: the number of stacked q x q layers
+  TensorMode mode = TensorMode::one_d;  // read from "1d", "2d", "2.5d" or "3d"
+  int depth = 1;                        // 2.5D only: the number of stacked q x q layers
   // 1D only (Megatron's sequence parallelism): LayerNorm, dropout and the residual stream hold
   // sequence shards (B, T / size, C) between the tensor-parallel regions.
   bool sequence_parallel = false;
@@ -50,7 +51,7 @@ struct ParallelConfig {
 
   // pipeline * data * sequence * tensor.size: the world size this layout needs.
   int world_size() const;
-  // Throws a ValueError unless the layout is possible: every size >= 1, a known mode, 2D size a
+  // Throws a ValueError unless the layout is possible: every size >= 1, 2D size a
   // square, 2.5D size q * q * depth, 3D size a cube, sequence_parallel only in 1D with size > 1,
   // virtual stages > 1 only for the interleaved schedule. (Schedules, sequence modes and layouts
   // and partitions are enums, checked where the JSON is read.)

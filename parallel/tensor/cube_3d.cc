@@ -23,7 +23,7 @@ void Cube3D::check(const char* op) const {
 
 Cube3D cube_3d(const ParallelContext& context) {
   const TensorParallelConfig& tensor = context.config().tensor;
-  TS_CHECK(tensor.size > 1 && tensor.mode == "3d", "cube_3d",
+  TS_CHECK(tensor.size > 1 && tensor.mode == TensorMode::three_d, "cube_3d",
            "expected a tensor-parallel context in mode 3d for the 3D cube, got mode '", tensor.mode,
            "' with tensor size ", tensor.size);
   return {.input = context.group("3d_input"),

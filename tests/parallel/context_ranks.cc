@@ -20,7 +20,7 @@ ParallelConfig make(int pipeline, int data, int sequence, int tensor, const char
   c.pipeline = pipeline;
   c.data = data;
   c.sequence = sequence;
-  c.tensor = {tensor, mode, depth};
+  c.tensor = {tensor, tensor_mode_from_name(mode), depth};
   return c;
 }
 

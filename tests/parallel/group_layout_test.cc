@@ -16,12 +16,12 @@ namespace {
 
 // Colossal-AI's loops on tensor-local ranks (t = i + q * (j + q * k) for 2.5D and 3D, with i the
 // innermost index; 2D t = row * q + col).
-GroupLayout reference_tensor_groups(const std::string& mode, int size, int depth) {
+GroupLayout reference_tensor_groups(TensorMode mode, int size, int depth) {
   GroupLayout out;
   Groups all(1);
   for (int t = 0; t < size; ++t) all[0].push_back(t);
   out["tensor"] = all;
-  if (mode == "2d") {
+  if (mode == TensorMode::two_d) {
     int q = 1;
     while (q * q < size) ++q;
     for (int j = 0; j < q; ++j) {
@@ -33,7 +33,7 @@ GroupLayout reference_tensor_groups(const std::string& mode, int size, int depth
       out["2d_row"].push_back(row);
       out["2d_col"].push_back(col);
     }
-  } else if (mode == "2.5d") {
+  } else if (mode == TensorMode::two_point_five_d) {
     int q = 1;
     while (q * q * depth < size) ++q;
     auto at = [&](int i, int j, int k) { return i + q * (j + q * k); };
@@ -61,7 +61,7 @@ GroupLayout reference_tensor_groups(const std::string& mode, int size, int depth
         for (int j = 0; j < q; ++j) g.push_back(at(i, j, k));
       out["2.5d_xz"].push_back(g);
     }
-  } else if (mode == "3d") {
+  } else if (mode == TensorMode::three_d) {
     int d = 1;
     while (d * d * d < size) ++d;
     auto at = [&](int i, int j, int k) { return i + d * (j + d * k); };
@@ -140,14 +140,14 @@ ParallelConfig make(int pipeline, int data, int sequence, int tensor, const char
   c.pipeline = pipeline;
   c.data = data;
   c.sequence = sequence;
-  c.tensor = {tensor, mode, depth};
+  c.tensor = {tensor, tensor_mode_from_name(mode), depth};
   return c;
 }
 
 }  // namespace
 
 TEST_CASE("tensor groups at world size 8, written out") {
-  GroupLayout l1 = tensor_group_layout("1d", 8);
+  GroupLayout l1 = tensor_group_layout(TensorMode::one_d, 8);
   CHECK(l1.size() == 1);
   CHECK(l1["tensor"] == Groups{{0, 1, 2, 3, 4, 5, 6, 7}});
 
@@ -158,14 +158,14 @@ TEST_CASE("tensor groups at world size 8, written out") {
   CHECK(g2["data"] == Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
   CHECK(g2["pipeline"] == Groups{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}});
 
-  GroupLayout l25 = tensor_group_layout("2.5d", 8, 2);
+  GroupLayout l25 = tensor_group_layout(TensorMode::two_point_five_d, 8, 2);
   CHECK(l25["2.5d_row"] == Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}});
   CHECK(l25["2.5d_col"] == Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}});
   CHECK(l25["2.5d_dep"] == Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
   CHECK(l25["2.5d_xz"] == Groups{{0, 2, 4, 6}, {1, 3, 5, 7}});
   CHECK(l25.size() == 5);
 
-  GroupLayout l3 = tensor_group_layout("3d", 8);
+  GroupLayout l3 = tensor_group_layout(TensorMode::three_d, 8);
   CHECK(l3["3d_input"] == Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}});
   CHECK(l3["3d_weight"] == Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}});
   CHECK(l3["3d_output"] == Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
@@ -209,7 +209,7 @@ TEST_CASE("the mesh axes factor the tensor axis by mode") {
         "(pipeline=1, data=1, sequence=1, tp_k=3, tp_j=3, tp_i=3)");
   CHECK(build_mesh(make(1, 1, 1, 9, "2d")).str() ==
         "(pipeline=1, data=1, sequence=1, tp_row=3, tp_col=3)");
-  CHECK_THROWS_WITH(tensor_group_layout("3d", 9), Catch::Contains("to be a cube"));
+  CHECK_THROWS_WITH(tensor_group_layout(TensorMode::three_d, 9), Catch::Contains("to be a cube"));
 }
 
 TEST_CASE("the embedding group joins the first and last stage of each pipeline group") {

@@ -15,7 +15,7 @@ TEST_CASE("parallel config parses, keeps defaults and round-trips") {
   CHECK(c.pipeline == 3);
   CHECK(c.sequence == 1);
   CHECK(c.tensor.size == 8);
-  CHECK(c.tensor.mode == "2.5d");
+  CHECK(c.tensor.mode == TensorMode::two_point_five_d);
   CHECK(c.tensor.depth == 2);
   CHECK(c.world_size() == 48);
   CHECK(tensor_grid_dim(c.tensor) == 2);
@@ -24,7 +24,7 @@ TEST_CASE("parallel config parses, keeps defaults and round-trips") {
 
   ParallelConfig d = ParallelConfig::from_json(json::object());
   CHECK(d.world_size() == 1);
-  CHECK(d.tensor.mode == "1d");
+  CHECK(d.tensor.mode == TensorMode::one_d);
 }
 
 TEST_CASE("parallel config names unknown keys and wrong types") {
@@ -44,7 +44,7 @@ TEST_CASE("parallel config names unknown keys and wrong types") {
 TEST_CASE("parallel config rejects impossible layouts") {
   auto with_tensor = [](int size, const char* mode, int depth = 1) {
     ParallelConfig c;
-    c.tensor = {size, mode, depth};
+    c.tensor = {size, tensor_mode_from_name(mode), depth};
     return c;
   };
   CHECK_NOTHROW(with_tensor(9, "2d").validate());
@@ -58,8 +58,9 @@ TEST_CASE("parallel config rejects impossible layouts") {
   CHECK_NOTHROW(with_tensor(27, "3d").validate());
   CHECK_THROWS_WITH(with_tensor(16, "3d").validate(),
                     Catch::Contains("expected parallel.tensor.size to be a cube (q * q * q) for mode 3d, got 16"));
-  CHECK_THROWS_WITH(with_tensor(4, "4d").validate(),
-                    Catch::Contains("expected parallel.tensor.mode to be one of 1d, 2d, 2.5d, 3d, got '4d'"));
+  CHECK_THROWS_WITH(
+      ParallelConfig::from_json(json::parse(R"({"tensor": {"size": 4, "mode": "4d"}})")),
+      Catch::Contains("expected parallel.tensor.mode to be one of 1d, 2d, 2.5d, 3d, got '4d'"));
   ParallelConfig c;
   c.data = 0;
   CHECK_THROWS_WITH(c.validate(), Catch::Contains("expected parallel.data >= 1, got 0"));
@@ -67,7 +68,7 @@ TEST_CASE("parallel config rejects impossible layouts") {
   ParallelConfig w;
   w.data = 2;
   w.pipeline = 2;
-  w.tensor = {2, "1d", 1};
+  w.tensor = {2, TensorMode::one_d, 1};
   CHECK_NOTHROW(w.validate(8));
   CHECK_THROWS_WITH(w.validate(6), Catch::Contains("[config] expected a world size of pipeline 2 x data 2 x "
                                                    "sequence 1 x tensor 2 = 8 ranks, got 6 ranks"));
@@ -101,9 +102,9 @@ TEST_CASE("parallel config reads sequence_parallel strictly and only for 1d with
       Catch::Contains("expected parallel.tensor.sequence_parallel with parallel.tensor.size > 1") &&
           Catch::Contains("got size 1"));
   ParallelConfig v;
-  v.tensor = {.size = 8, .mode = "3d", .depth = 1, .sequence_parallel = true};
+  v.tensor = {.size = 8, .mode = TensorMode::three_d, .depth = 1, .sequence_parallel = true};
   CHECK_THROWS_AS(v.validate(), ValueError);
-  v.tensor.mode = "1d";
+  v.tensor.mode = TensorMode::one_d;
   CHECK_NOTHROW(v.validate(8));
 }
 

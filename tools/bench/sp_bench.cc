@@ -71,7 +71,7 @@ SpMeasured measure_sp_step(const gpt::GPTConfig& config, int64_t micro, const Sp
       pc.sequence_mode = parallel::sequence::parse_mode(layout.mode);
     } else {
       pc.tensor.size = world->size();
-      pc.tensor.mode = "1d";
+      pc.tensor.mode = parallel::TensorMode::one_d;
     }
     const parallel::ParallelContext context(pc, world);
     m = step_on_rank(config, micro, &context);

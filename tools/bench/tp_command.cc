@@ -145,7 +145,7 @@ struct SectionNotes {
 };
 
 // Why each mode has no row in a section ("" for those measured).
-using Misfits = std::map<std::string, std::string>;
+using Misfits = std::map<parallel::TensorMode, std::string>;
 
 int64_t sent(const TpMeasured& m) { return m.step.total().bytes_sent; }
 
@@ -154,9 +154,10 @@ void print_gap(const SchemeRun& run, const VolumePlan& doc, const SectionNotes& 
   const int64_t got = sent(run.m);
   const double formula = doc_bytes(run.layout, doc);
   std::printf("- %s gap sent/rank - doc formula = %s bytes (measured %.2fx the formula).",
-              run.layout.mode.c_str(), format_number(double(got) - formula, 0).c_str(),
+              parallel::tensor_mode_name(run.layout.mode),
+              format_number(double(got) - formula, 0).c_str(),
               formula > 0 ? double(got) / formula : 0.0);
-  if (run.layout.mode == "1d") {
+  if (run.layout.mode == parallel::TensorMode::one_d) {
     std::printf("%s\n",
                 run.plan.extra_sent_bytes == 0
                     ? " The formula is the ring all-reduce's 2(P-1)/P of k activations: exact."
@@ -176,7 +177,7 @@ void print_gap(const SchemeRun& run, const VolumePlan& doc, const SectionNotes& 
       run.plan.sent_bytes ? 100.0 * param / run.plan.sent_bytes : 0,
       run.layout.depth > 1 ? ", the depth group's gradient sums" : "", static_cast<long long>(act),
       formula > 0 ? act / formula : 0.0);
-  if (run.layout.mode == "3d") {
+  if (run.layout.mode == parallel::TensorMode::three_d) {
     std::printf(
         " each Linear3D all-gathers its input and reduce-scatters its output over q ranks "
         "((q-1)/q of a 1/q-wide piece each way, both ways again backward), 4 Linears and 2 "
@@ -200,7 +201,7 @@ void print_gap(const SchemeRun& run, const VolumePlan& doc, const SectionNotes& 
 // One section's table and notes, printed by rank 0. `doc` gives A and k for the formula column
 // (the 1D count, which prices every scheme at the same activation exchanges).
 void print_section(const std::string& title, const TpMeasured& serial,
-                   const std::map<std::string, SchemeRun>& runs, const Misfits& misfits,
+                   const std::map<parallel::TensorMode, SchemeRun>& runs, const Misfits& misfits,
                    const VolumePlan& doc, int n, const Args& a, int threads,
                    const SectionNotes& notes) {
   Table table({"mode", "layout", "step (ms)", "vs 1d", "collectives (fwd+bwd)", "sent/rank (B)",
@@ -208,7 +209,7 @@ void print_section(const std::string& title, const TpMeasured& serial,
                "vs 1d", "activations/rank (MB)", "vs 1d", "peak/rank (MB)"});
   for (size_t c = 2; c < 15; ++c)
     if (c != 4) table.align_right(c);
-  const auto one_d = runs.find("1d");
+  const auto one_d = runs.find(parallel::TensorMode::one_d);
   const TpMeasured* base = one_d == runs.end() ? nullptr : &one_d->second.m;
   const auto vs = [&](double v, double of_1d) { return base ? ratio(v, of_1d) : "-"; };
   const auto cells = [&](const TpMeasured& m, const std::string& collectives,
@@ -232,12 +233,12 @@ void print_section(const std::string& title, const TpMeasured& serial,
   std::vector<std::string> row{"serial", "rank 0 alone"};
   for (auto& c : cells(serial, "none", "0", "0", "0")) row.push_back(c);
   table.add_row(row);
-  for (const std::string& mode : tp_modes()) {
+  for (parallel::TensorMode mode : tp_modes()) {
     const SchemeLayout s = scheme_layout(mode, n);
     const std::string formula = s.fits ? format_number(doc_bytes(s, doc), 0) : "n/a";
     const std::string factor = s.fits ? format_number(s.factor, 2) : "n/a";
     const auto run = runs.find(mode);
-    row = {mode, s.layout};
+    row = {parallel::tensor_mode_name(mode), s.layout};
     if (run != runs.end()) {
       const VolumePlan& plan = run->second.plan;
       const std::string predicted =
@@ -284,7 +285,8 @@ void print_section(const std::string& title, const TpMeasured& serial,
     std::printf(
         "- %s prediction%s: %lld+%lld calls, %lld payload bytes, %lld bytes sent per rank; "
         "measured %lld calls, %lld payload bytes, %lld sent: %s.\n",
-        mode.c_str(), run.plan.complete ? "" : " (a GPT plan_block does not model)",
+        parallel::tensor_mode_name(mode),
+        run.plan.complete ? "" : " (a GPT plan_block does not model)",
         static_cast<long long>(run.plan.forward_calls),
         static_cast<long long>(run.plan.backward_calls),
         static_cast<long long>(run.plan.payload_bytes), static_cast<long long>(run.plan.sent_bytes),
@@ -300,19 +302,20 @@ void print_section(const std::string& title, const TpMeasured& serial,
           "floats (max) and 2 B/q x T (sum-exp, target logit), all-reduced over the (j, k) plane "
           "of q^2 ranks that VocabParallelLMHead3D splits off itself): predicted only, in neither "
           "sent/rank nor predicted.\n",
-          mode.c_str(), static_cast<long long>(run.plan.uncounted_calls),
+          parallel::tensor_mode_name(mode), static_cast<long long>(run.plan.uncounted_calls),
           static_cast<long long>(run.plan.uncounted_payload_bytes),
           static_cast<long long>(run.plan.uncounted_sent_bytes));
     }
     print_gap(run, doc, notes);
     std::printf(
         "- %s params/rank %s MB = sharded %s MB (serial / P = %s MB) + replicated %s MB%s.\n",
-        mode.c_str(), mb(run.m.param_bytes).c_str(),
+        parallel::tensor_mode_name(mode), mb(run.m.param_bytes).c_str(),
         mb(run.m.param_bytes - run.m.replicated_bytes).c_str(),
         format_number(double(serial.param_bytes - run.m.replicated_bytes) / n / (1 << 20), 2)
             .c_str(),
         mb(run.m.replicated_bytes).c_str(),
-        mode == "1d" ? str_cat(" (", notes.replicated, ", on every rank)").c_str()
+        mode == parallel::TensorMode::one_d
+            ? str_cat(" (", notes.replicated, ", on every rank)").c_str()
         : run.layout.depth > 1
             ? " (by placement; 2.5D holds each block on its d depth layers: serial / q^2)"
             : " (by placement)");
@@ -325,7 +328,7 @@ void print_section(const std::string& title, const TpMeasured& serial,
       notes.state.c_str(), a.shape.repeats, std::thread::hardware_concurrency());
 }
 
-using Contexts = std::map<std::string, std::unique_ptr<parallel::ParallelContext>>;
+using Contexts = std::map<parallel::TensorMode, std::unique_ptr<parallel::ParallelContext>>;
 
 // One section: serial on rank 0 (the others wait), then each fitting scheme on every rank.
 // Rank 0 prints.
@@ -341,9 +344,9 @@ void run_section(const std::shared_ptr<Communicator>& world, const Contexts& con
     serial = measure(nn::BuildContext(gen));
   }
   world->barrier()->wait();
-  std::map<std::string, SchemeRun> runs;
+  std::map<parallel::TensorMode, SchemeRun> runs;
   Misfits misfits;
-  for (const std::string& mode : tp_modes()) {
+  for (parallel::TensorMode mode : tp_modes()) {
     const SchemeLayout layout = scheme_layout(mode, n);
     misfits[mode] = layout_misfit(layout, dims);
     const auto ctx = contexts.find(mode);
@@ -355,7 +358,8 @@ void run_section(const std::shared_ptr<Communicator>& world, const Contexts& con
   }
   if (world->rank() == 0)
     print_section(title, serial, runs, misfits,
-                  plan_for(scheme_layout("1d", n), gpt_step, a, config), n, a, threads, notes);
+                  plan_for(scheme_layout(parallel::TensorMode::one_d, n), gpt_step, a, config), n,
+                  a, threads, notes);
 }
 
 int bench_tp(const std::shared_ptr<Communicator>& world, const Args& a) {
@@ -376,7 +380,7 @@ int bench_tp(const std::shared_ptr<Communicator>& world, const Args& a) {
                 cpu_model().c_str(), std::thread::hardware_concurrency(), load_average().c_str());
   }
   Contexts contexts;
-  for (const std::string& mode : tp_modes()) {
+  for (parallel::TensorMode mode : tp_modes()) {
     const SchemeLayout s = scheme_layout(mode, n);
     if (n == 1 || !s.fits) continue;
     parallel::ParallelConfig pc;

@@ -244,45 +244,70 @@ void gpt_edges_3d(VolumePlan& plan, const SchemeLayout& s, const gpt::GPTConfig&
 
 }  // namespace
 
-const std::vector<std::string>& tp_modes() {
-  static const std::vector<std::string> modes{"1d", "2d", "2.5d", "3d"};
+const std::vector<parallel::TensorMode>& tp_modes() {
+  static const std::vector<parallel::TensorMode> modes{
+      parallel::TensorMode::one_d, parallel::TensorMode::two_d,
+      parallel::TensorMode::two_point_five_d, parallel::TensorMode::three_d};
   return modes;
 }
 
-SchemeLayout scheme_layout(const std::string& mode, int p) {
+namespace {
+
+// 1D: the P ranks in a row, priced as the ring all-reduce.
+void lay_out_1d(SchemeLayout& s, int p) {
+  s.fits = true;
+  s.q = p;
+  s.factor = 2.0 * (p - 1) / p;
+  s.layout = str_cat("P=", p);
+}
+
+// 2D (e = 2) or 3D (e = 3): P = q^e.
+void lay_out_grid(SchemeLayout& s, int p, int e) {
+  s.q = exact_root(p, e);
+  s.fits = s.q > 0;
+  if (s.fits) {
+    const double q = s.q;
+    s.factor = e == 2 ? 6.0 * (q - 1) / q : 6.0 * (q - 1) / (q * q * q);
+    s.layout = str_cat("q=", s.q);
+  } else {
+    s.layout = str_cat(p, " is not q^", e);
+  }
+}
+
+// 2.5D: P = d q^2 with the largest q.
+void lay_out_2_5d(SchemeLayout& s, int p) {
+  for (int q = 2; q * q <= p; ++q)
+    if (p % (q * q) == 0) s.q = q;
+  s.fits = s.q > 0;
+  if (s.fits) {
+    s.depth = p / (s.q * s.q);
+    const double q = s.q, d = s.depth;
+    s.factor = 3.0 * (q - 1) * (d + 1) / (d * q);
+    s.layout = str_cat("q=", s.q, " d=", s.depth);
+  } else {
+    s.layout = str_cat(p, " is not d q^2");
+  }
+}
+
+}  // namespace
+
+SchemeLayout scheme_layout(parallel::TensorMode mode, int p) {
   TS_CHECK(p >= 1, "bench tp", "expected a positive rank count, got ", p);
   SchemeLayout s;
   s.mode = mode;
-  if (mode == "1d") {
-    s.fits = true;
-    s.q = p;
-    s.factor = 2.0 * (p - 1) / p;
-    s.layout = str_cat("P=", p);
-  } else if (mode == "2d" || mode == "3d") {
-    const int e = mode == "2d" ? 2 : 3;
-    s.q = exact_root(p, e);
-    s.fits = s.q > 0;
-    if (s.fits) {
-      const double q = s.q;
-      s.factor = e == 2 ? 6.0 * (q - 1) / q : 6.0 * (q - 1) / (q * q * q);
-      s.layout = str_cat("q=", s.q);
-    } else {
-      s.layout = str_cat(p, " is not q^", e);
-    }
-  } else if (mode == "2.5d") {
-    for (int q = 2; q * q <= p; ++q)
-      if (p % (q * q) == 0) s.q = q;
-    s.fits = s.q > 0;
-    if (s.fits) {
-      s.depth = p / (s.q * s.q);
-      const double q = s.q, d = s.depth;
-      s.factor = 3.0 * (q - 1) * (d + 1) / (d * q);
-      s.layout = str_cat("q=", s.q, " d=", s.depth);
-    } else {
-      s.layout = str_cat(p, " is not d q^2");
-    }
-  } else {
-    TS_FAIL("bench tp", "expected a mode 1d, 2d, 2.5d or 3d, got '", mode, "'");
+  switch (mode) {
+    case parallel::TensorMode::one_d:
+      lay_out_1d(s, p);
+      break;
+    case parallel::TensorMode::two_d:
+      lay_out_grid(s, p, 2);
+      break;
+    case parallel::TensorMode::three_d:
+      lay_out_grid(s, p, 3);
+      break;
+    case parallel::TensorMode::two_point_five_d:
+      lay_out_2_5d(s, p);
+      break;
   }
   return s;
 }
@@ -317,10 +342,10 @@ std::string layout_misfit(const SchemeLayout& s, const TpDims& dims) {
   };
   const int64_t q = s.q, d = s.depth;
   std::vector<std::string> why;
-  if (s.mode == "1d") {
+  if (s.mode == parallel::TensorMode::one_d) {
     why = {need(dims.heads, "heads", q, str_cat("P = ", q)),
            need(dims.d_model, "features", q, str_cat("P = ", q))};
-  } else if (s.mode == "3d") {
+  } else if (s.mode == parallel::TensorMode::three_d) {
     why = {need(dims.heads, "heads", q * q, str_cat("q^2 = ", q * q)),
            need(dims.d_model, "features", q * q * q, str_cat("q^3 = ", q * q * q)),
            need(dims.batch, "sequences", q, str_cat("q = ", q)),
@@ -336,7 +361,7 @@ std::string layout_misfit(const SchemeLayout& s, const TpDims& dims) {
 }
 
 VolumePlan plan_block(const SchemeLayout& s, int64_t batch, int64_t seq, int64_t c) {
-  if (s.mode == "1d") return plan_1d_block(batch, seq, c, s.q);
+  if (s.mode == parallel::TensorMode::one_d) return plan_1d_block(batch, seq, c, s.q);
   TS_CHECK(s.fits, "bench tp", "no volume prediction for ", s.mode, " on ", s.layout);
   VolumePlan plan;
   plan.activation_bytes = batch * seq * c * kF32;
@@ -344,7 +369,7 @@ VolumePlan plan_block(const SchemeLayout& s, int64_t batch, int64_t seq, int64_t
   const int q = s.q;
   const std::vector<std::pair<int64_t, int64_t>> linears{
       {c, 3 * c}, {c, c}, {c, 4 * c}, {4 * c, c}};
-  if (s.mode == "3d") {
+  if (s.mode == parallel::TensorMode::three_d) {
     const int64_t n = batch / q * seq;
     for (int i = 0; i < 2; ++i) layer_norm_3d(plan, q, n, c);
     for (const auto& [in, out] : linears) linear_3d(plan, q, n, in, out);
@@ -362,12 +387,12 @@ VolumePlan plan_gpt_edges(const SchemeLayout& s, const gpt::GPTConfig& config, i
   TS_CHECK(s.fits, "bench tp", "no volume prediction for ", s.mode, " on ", s.layout);
   VolumePlan plan;
   plan.activation_bytes = batch * seq * config.d_model * kF32;
-  if (s.mode == "1d") {
+  if (s.mode == parallel::TensorMode::one_d) {
     gpt_edges_1d(plan, batch, seq, config.d_model, s.q);
     return plan;  // its two activation all-reduces count in exchanges through add_all_reduces
   }
   plan.exchanges = 2;  // the 1D count the documentation's formula is priced at
-  if (s.mode == "3d")
+  if (s.mode == parallel::TensorMode::three_d)
     gpt_edges_3d(plan, s, config, batch, seq);
   else
     gpt_edges_2d(plan, s, config, batch, seq);
@@ -376,7 +401,7 @@ VolumePlan plan_gpt_edges(const SchemeLayout& s, const gpt::GPTConfig& config, i
 
 VolumePlan plan_gpt_step(const SchemeLayout& s, const gpt::GPTConfig& config, int64_t batch,
                          int64_t seq) {
-  if (s.mode == "1d") return plan_1d_gpt_step(config, batch, seq, s.q);
+  if (s.mode == parallel::TensorMode::one_d) return plan_1d_gpt_step(config, batch, seq, s.q);
   VolumePlan plan = plan_gpt_edges(s, config, batch, seq);
   accumulate(plan, plan_block(s, batch, seq, config.d_model), config.n_layers);
   // plan_block's block has biases and an MLP of 4C; another GPT's blocks move other bytes.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "models/gpt/gpt_config.h"
+#include "parallel/mesh/tensor_mode.h"
 
 namespace tessera::bench {
 
@@ -18,7 +19,7 @@ namespace tessera::bench {
 // multiple of the activation size: 1D 2(P-1)/P, 2D 6(q-1)/q (P = q^2), 2.5D 3(q-1)(d+1)/(dq)
 // (P = d q^2), 3D 6(q-1)/q^3 (P = q^3).
 struct SchemeLayout {
-  std::string mode;    // "1d", "2d", "2.5d", "3d"
+  parallel::TensorMode mode = parallel::TensorMode::one_d;
   bool fits = false;   // P ranks can be laid out this way (q >= 2 for the grid schemes)
   int q = 0;           // grid side (1D: P)
   int depth = 1;       // 2.5D's d
@@ -26,11 +27,10 @@ struct SchemeLayout {
   std::string layout;  // "P=4", "q=2", "q=2 d=2", or why it does not fit: "2 is not q^2"
 };
 
-// "1d", "2d", "2.5d", "3d", in the order the tables list them.
-const std::vector<std::string>& tp_modes();
-// Throws tessera::ValueError for an unknown mode. 2.5D takes the largest q >= 2 with q^2 | P and
-// d = P / q^2 (d = 1 is 2D).
-SchemeLayout scheme_layout(const std::string& mode, int p);
+// 1d, 2d, 2.5d, 3d, in the order the tables list them.
+const std::vector<parallel::TensorMode>& tp_modes();
+// 2.5D takes the largest q >= 2 with q^2 | P and d = P / q^2 (d = 1 is 2D).
+SchemeLayout scheme_layout(parallel::TensorMode mode, int p);
 
 // Bytes one rank sends (and receives) for one all-reduce of `payload` bytes on p ranks.
 int64_t ring_all_reduce_bytes(int64_t payload, int p);

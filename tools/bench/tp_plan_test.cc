@@ -9,40 +9,43 @@
 #include "core/error.h"
 
 using namespace tessera::bench;
+using tessera::parallel::TensorMode;
 
 TEST_CASE("scheme layouts and the Colossal-AI factors") {
-  CHECK(tp_modes() == std::vector<std::string>{"1d", "2d", "2.5d", "3d"});
-  const SchemeLayout one_d = scheme_layout("1d", 4);
+  CHECK(tp_modes() == std::vector<TensorMode>{TensorMode::one_d, TensorMode::two_d,
+                                              TensorMode::two_point_five_d, TensorMode::three_d});
+  const SchemeLayout one_d = scheme_layout(TensorMode::one_d, 4);
   CHECK(one_d.fits);
   CHECK(one_d.factor == Approx(1.5));  // 2 (4 - 1) / 4
   CHECK(one_d.layout == "P=4");
-  CHECK(scheme_layout("1d", 1).factor == 0.0);
+  CHECK(scheme_layout(TensorMode::one_d, 1).factor == 0.0);
 
-  const SchemeLayout two_d = scheme_layout("2d", 4);
+  const SchemeLayout two_d = scheme_layout(TensorMode::two_d, 4);
   CHECK(two_d.fits);
   CHECK(two_d.q == 2);
   CHECK(two_d.factor == Approx(3.0));  // 6 (2 - 1) / 2
-  CHECK_FALSE(scheme_layout("2d", 2).fits);
-  CHECK(scheme_layout("2d", 2).layout == "2 is not q^2");
-  CHECK_FALSE(scheme_layout("2d", 8).fits);
-  CHECK(scheme_layout("2d", 16).factor == Approx(4.5));  // q = 4
+  CHECK_FALSE(scheme_layout(TensorMode::two_d, 2).fits);
+  CHECK(scheme_layout(TensorMode::two_d, 2).layout == "2 is not q^2");
+  CHECK_FALSE(scheme_layout(TensorMode::two_d, 8).fits);
+  CHECK(scheme_layout(TensorMode::two_d, 16).factor == Approx(4.5));  // q = 4
 
-  const SchemeLayout tess = scheme_layout("2.5d", 8);
+  const SchemeLayout tess = scheme_layout(TensorMode::two_point_five_d, 8);
   CHECK(tess.fits);
   CHECK(tess.q == 2);
   CHECK(tess.depth == 2);
   CHECK(tess.factor == Approx(2.25));                     // 3 (2 - 1)(2 + 1) / (2 x 2)
-  CHECK(scheme_layout("2.5d", 4).factor == Approx(3.0));  // d = 1 is 2D
-  CHECK_FALSE(scheme_layout("2.5d", 2).fits);
-  CHECK(scheme_layout("2.5d", 16).q == 4);  // the largest q: 16 = 1 x 4^2
+  CHECK(scheme_layout(TensorMode::two_point_five_d, 4).factor == Approx(3.0));  // d = 1 is 2D
+  CHECK_FALSE(scheme_layout(TensorMode::two_point_five_d, 2).fits);
+  CHECK(scheme_layout(TensorMode::two_point_five_d, 16).q == 4);  // the largest q: 16 = 1 x 4^2
 
-  const SchemeLayout three_d = scheme_layout("3d", 8);
+  const SchemeLayout three_d = scheme_layout(TensorMode::three_d, 8);
   CHECK(three_d.fits);
   CHECK(three_d.factor == Approx(0.75));  // 6 (2 - 1) / 8
-  CHECK_FALSE(scheme_layout("3d", 4).fits);
-  CHECK(scheme_layout("3d", 27).factor == Approx(12.0 / 27));
+  CHECK_FALSE(scheme_layout(TensorMode::three_d, 4).fits);
+  CHECK(scheme_layout(TensorMode::three_d, 27).factor == Approx(12.0 / 27));
 
-  CHECK_THROWS_AS(scheme_layout("4d", 4), tessera::ValueError);
+  CHECK_THROWS_AS(scheme_layout(tessera::parallel::tensor_mode_from_name("4d"), 4),
+                  tessera::ValueError);
 }
 
 TEST_CASE("ring all-reduce bytes per rank as the communicators count them") {
@@ -62,7 +65,7 @@ TEST_CASE("1D block: 2 all-reduces of B T C forward, 2 backward") {
   CHECK(p.payload_bytes == 4 * a);
   CHECK(p.sent_bytes == 4 * a * 3 / 2);
   CHECK(p.extra_payload_bytes == 0);
-  CHECK(doc_bytes(scheme_layout("1d", 4), p) == Approx(double(p.sent_bytes)));
+  CHECK(doc_bytes(scheme_layout(TensorMode::one_d, 4), p) == Approx(double(p.sent_bytes)));
   CHECK(plan_1d_block(2, 128, 768, 1).sent_bytes == 0);
 }
 
@@ -76,21 +79,24 @@ TEST_CASE("1D GPT step: embedding, 2 per block each way, the head's input gradie
   CHECK(p.extra_payload_bytes == 3 * rows);
   CHECK(p.payload_bytes == 18 * a + 3 * rows);
   CHECK(p.sent_bytes == p.payload_bytes);  // 2 (P-1) / P = 1 on 2 ranks
-  CHECK(p.sent_bytes - doc_bytes(scheme_layout("1d", 2), p) == Approx(double(p.extra_sent_bytes)));
+  CHECK(p.sent_bytes - doc_bytes(scheme_layout(TensorMode::one_d, 2), p) ==
+        Approx(double(p.extra_sent_bytes)));
 }
 
 TEST_CASE("layouts refuse the shapes they cannot split, naming the numbers") {
   const TpDims block{.batch = 4, .seq = 128, .d_model = 768, .heads = 12};
-  CHECK(layout_misfit(scheme_layout("1d", 4), block).empty());
-  CHECK(layout_misfit(scheme_layout("1d", 8), block) == "12 heads not divisible by P = 8");
-  CHECK(layout_misfit(scheme_layout("2d", 4), block).empty());
-  CHECK(layout_misfit(scheme_layout("2d", 8), block) == "8 is not q^2");
-  CHECK(layout_misfit(scheme_layout("2.5d", 8), block).empty());
-  CHECK(layout_misfit(scheme_layout("2.5d", 8),
+  CHECK(layout_misfit(scheme_layout(TensorMode::one_d, 4), block).empty());
+  CHECK(layout_misfit(scheme_layout(TensorMode::one_d, 8), block) ==
+        "12 heads not divisible by P = 8");
+  CHECK(layout_misfit(scheme_layout(TensorMode::two_d, 4), block).empty());
+  CHECK(layout_misfit(scheme_layout(TensorMode::two_d, 8), block) == "8 is not q^2");
+  CHECK(layout_misfit(scheme_layout(TensorMode::two_point_five_d, 8), block).empty());
+  CHECK(layout_misfit(scheme_layout(TensorMode::two_point_five_d, 8),
                       {.batch = 2, .seq = 1, .d_model = 768, .heads = 12}) ==
         "2 sequences not divisible by d q = 4");
-  CHECK(layout_misfit(scheme_layout("3d", 8), block).empty());  // 12 % 4, 768 % 8, 4 % 2
-  CHECK(layout_misfit(scheme_layout("3d", 8),
+  CHECK(layout_misfit(scheme_layout(TensorMode::three_d, 8), block)
+            .empty());  // 12 % 4, 768 % 8, 4 % 2
+  CHECK(layout_misfit(scheme_layout(TensorMode::three_d, 8),
                       {.batch = 4, .seq = 1, .d_model = 256, .heads = 8, .vocab = 257}) ==
         "257 tokens not divisible by q^2 = 4");
 }
@@ -99,7 +105,7 @@ TEST_CASE("layouts refuse the shapes they cannot split, naming the numbers") {
 // n rows per rank, C features, each Linear's x, w, b bytes.
 TEST_CASE("2D block on a 2 x 2 grid: SUMMA broadcasts and reduces, LayerNorm statistics") {
   const int64_t b = 4, t = 8, c = 16, q = 2, n = b / q * t;
-  const VolumePlan p = plan_block(scheme_layout("2d", 4), b, t, c);
+  const VolumePlan p = plan_block(scheme_layout(TensorMode::two_d, 4), b, t, c);
   int64_t sent = 0, param = 0;
   for (auto [in, out] : {std::pair<int64_t, int64_t>{c, 3 * c}, {c, c}, {c, 4 * c}, {4 * c, c}}) {
     const int64_t x = n * in / q * 4, w = out / q * in / q * 4, bias = out / q * 4;
@@ -117,13 +123,13 @@ TEST_CASE("2D block on a 2 x 2 grid: SUMMA broadcasts and reduces, LayerNorm sta
   CHECK(p.forward_calls == 4 * (2 + 2 + 1) + 2 * 4);
   CHECK(p.backward_calls == 4 * (4 * 2 + 1) + 2 * 4);
   // 2.5D with depth 2 on 8 ranks: half the rows, plus each parameter's depth all-reduce.
-  const VolumePlan tess = plan_block(scheme_layout("2.5d", 8), b, t, c);
+  const VolumePlan tess = plan_block(scheme_layout(TensorMode::two_point_five_d, 8), b, t, c);
   CHECK(tess.backward_calls == p.backward_calls + 4 * 2 + 2 * 2);
 }
 
 TEST_CASE("3D block on a 2 x 2 x 2 cube: gathers and scatters of pieces") {
   const int64_t b = 4, t = 8, c = 16, q = 2, n = b / q * t;
-  const VolumePlan p = plan_block(scheme_layout("3d", 8), b, t, c);
+  const VolumePlan p = plan_block(scheme_layout(TensorMode::three_d, 8), b, t, c);
   int64_t sent = 0;
   for (auto [in, out] : {std::pair<int64_t, int64_t>{c, 3 * c}, {c, c}, {c, 4 * c}, {4 * c, c}})
     sent += 2 * (n * in / q * 4 + out / q * in / q * 4 + n * out / q * 4 + out / (q * q) * 4) / 2;
@@ -144,7 +150,7 @@ constexpr int64_t kB = 4, kT = 8;
 TEST_CASE("GPT edges under 1D: embedding and head all-reduces of A, the loss's row statistics") {
   // P = 4: A = 4 x 8 x 128 x 4 = 16384 bytes, an all-reduce sends 2 x 3/4 of it = 24576; the
   // statistics 32 floats (128 bytes) -> 192 sent, 64 floats (256 bytes) -> 384.
-  const VolumePlan e = plan_gpt_edges(scheme_layout("1d", 4), kTiny, kB, kT);
+  const VolumePlan e = plan_gpt_edges(scheme_layout(TensorMode::one_d, 4), kTiny, kB, kT);
   CHECK(e.exchanges == 2);
   CHECK(e.forward_calls == 3);
   CHECK(e.backward_calls == 1);
@@ -152,11 +158,11 @@ TEST_CASE("GPT edges under 1D: embedding and head all-reduces of A, the loss's r
   CHECK(e.sent_bytes == 2 * 24576 + 192 + 384);  // 49728
   CHECK(e.extra_sent_bytes == 576);
   // The step is the blocks plus the edges: 2 x 4 x 24576 + 49728 = 246336 (the bench's 1D row).
-  CHECK(plan_gpt_step(scheme_layout("1d", 4), kTiny, kB, kT).sent_bytes == 246336);
+  CHECK(plan_gpt_step(scheme_layout(TensorMode::one_d, 4), kTiny, kB, kT).sent_bytes == 246336);
 }
 
 TEST_CASE("GPT edges on a 2 x 2 grid: lookup rows, position rows, SUMMA head, loss statistics") {
-  const VolumePlan e = plan_gpt_edges(scheme_layout("2d", 4), kTiny, kB, kT);
+  const VolumePlan e = plan_gpt_edges(scheme_layout(TensorMode::two_d, 4), kTiny, kB, kT);
   // n = B / q x T = 16 rows per rank; V' = 256 (already a multiple of q^2 = 4).
   // token embedding: (B, T, C / q) = 4 x 8 x 64 x 4 = 8192 bytes, reduce-scattered forward and
   //   all-gathered backward over q = 2: 4096 + 4096 sent
@@ -178,21 +184,24 @@ TEST_CASE("GPT edges on a 2 x 2 grid: lookup rows, position rows, SUMMA head, lo
   CHECK(e.uncounted_calls == 0);
   // The step: 2 blocks + the edges, complete (the bench's 2D row: 1493444 sent, 1507780 when the
   // positions gathered the whole table).
-  const VolumePlan step = plan_gpt_step(scheme_layout("2d", 4), kTiny, kB, kT);
+  const VolumePlan step = plan_gpt_step(scheme_layout(TensorMode::two_d, 4), kTiny, kB, kT);
   CHECK(step.complete);
   CHECK(step.sent_bytes ==
-        2 * plan_block(scheme_layout("2d", 4), kB, kT, 128).sent_bytes + e.sent_bytes);
+        2 * plan_block(scheme_layout(TensorMode::two_d, 4), kB, kT, 128).sent_bytes + e.sent_bytes);
   CHECK(step.sent_bytes == 1493444);
   // 2.5D at depth 1 is 2D.
-  CHECK(plan_gpt_edges(scheme_layout("2.5d", 4), kTiny, kB, kT).sent_bytes == e.sent_bytes);
+  CHECK(plan_gpt_edges(scheme_layout(TensorMode::two_point_five_d, 4), kTiny, kB, kT).sent_bytes ==
+        e.sent_bytes);
   // A vocabulary padded to q^2: V = 255 pads to V' = 256, the same blocks.
   tessera::gpt::GPTConfig odd = kTiny;
   odd.vocab_size = 255;
-  CHECK(plan_gpt_edges(scheme_layout("2d", 4), odd, kB, kT).sent_bytes == e.sent_bytes);
+  CHECK(plan_gpt_edges(scheme_layout(TensorMode::two_d, 4), odd, kB, kT).sent_bytes ==
+        e.sent_bytes);
 }
 
 TEST_CASE("GPT edges on a 2 x 2 x 2 Tesseract: half the rows, one depth sum of the tied table") {
-  const VolumePlan e = plan_gpt_edges(scheme_layout("2.5d", 8), kTiny, kB, kT);
+  const VolumePlan e =
+      plan_gpt_edges(scheme_layout(TensorMode::two_point_five_d, 8), kTiny, kB, kT);
   // d = 2, n = B / (d q) x T = 8 rows per rank.
   // token embedding: the layer's (B / d, T, C / q) = 2 x 8 x 64 x 4 = 4096 bytes: 2048 + 2048
   // positions: as 2D, 1024 + 1024
@@ -204,18 +213,20 @@ TEST_CASE("GPT edges on a 2 x 2 x 2 Tesseract: half the rows, one depth sum of t
   //   and the position rows (T, C / q^2) = 8 x 32 x 4 = 1024 bytes: 32768 + 1024
   CHECK(e.sent_bytes == 4096 + 2048 + 896 + 110592 + 102 + 32768 + 1024);  // 151526
   CHECK(e.backward_calls == 1 + 1 + (4 + 2) + 8 + 2);
-  const VolumePlan step = plan_gpt_step(scheme_layout("2.5d", 8), kTiny, kB, kT);
+  const VolumePlan step =
+      plan_gpt_step(scheme_layout(TensorMode::two_point_five_d, 8), kTiny, kB, kT);
   CHECK(step.sent_bytes == 1820902);  // the bench's 2.5D row on 8 ranks (1875174 before)
   // An untied head's weight is a table of its own: its depth sum comes apart, one more w.
   tessera::gpt::GPTConfig untied = kTiny;
   untied.tie_embeddings = false;
-  const VolumePlan u = plan_gpt_edges(scheme_layout("2.5d", 8), untied, kB, kT);
+  const VolumePlan u =
+      plan_gpt_edges(scheme_layout(TensorMode::two_point_five_d, 8), untied, kB, kT);
   CHECK(u.sent_bytes == e.sent_bytes + 32768);
   CHECK(u.backward_calls == e.backward_calls + 1);
 }
 
 TEST_CASE("GPT edges on a 2 x 2 x 2 cube: lookup all-to-all, Linear3D head, plane statistics") {
-  const VolumePlan e = plan_gpt_edges(scheme_layout("3d", 8), kTiny, kB, kT);
+  const VolumePlan e = plan_gpt_edges(scheme_layout(TensorMode::three_d, 8), kTiny, kB, kT);
   // n = B / q x T = 16 rows per rank; B T = 32 ids looked up on every rank.
   // token embedding: the partial rows (B, T, C / q^2) = 32 x 32 x 4 = 4096 bytes, all-to-all
   //   over the weight group (2048 sent), then (B / q, T, C / q), as many bytes, reduce-scattered
@@ -236,16 +247,18 @@ TEST_CASE("GPT edges on a 2 x 2 x 2 cube: lookup all-to-all, Linear3D head, plan
   CHECK(e.uncounted_calls == 2);
   CHECK(e.uncounted_payload_bytes == 192);
   CHECK(e.uncounted_sent_bytes == 288);
-  const VolumePlan step = plan_gpt_step(scheme_layout("3d", 8), kTiny, kB, kT);
+  const VolumePlan step = plan_gpt_step(scheme_layout(TensorMode::three_d, 8), kTiny, kB, kT);
   CHECK(step.complete);
   CHECK(step.sent_bytes == 584708);  // the bench's 3D row on 8 ranks (600068 before)
   CHECK(step.sent_bytes ==
-        2 * plan_block(scheme_layout("3d", 8), kB, kT, 128).sent_bytes + e.sent_bytes);
+        2 * plan_block(scheme_layout(TensorMode::three_d, 8), kB, kT, 128).sent_bytes +
+            e.sent_bytes);
   CHECK(step.exchanges == plan_1d_gpt_step(kTiny, kB, kT, 8).exchanges);
   // Blocks without biases are not plan_block's: the step says so.
   tessera::gpt::GPTConfig no_bias = kTiny;
   no_bias.bias = false;
-  CHECK_FALSE(plan_gpt_step(scheme_layout("3d", 8), no_bias, kB, kT).complete);
-  CHECK(plan_gpt_step(scheme_layout("1d", 8), no_bias, kB, kT).complete);
-  CHECK_THROWS_AS(plan_gpt_edges(scheme_layout("3d", 4), kTiny, kB, kT), tessera::ValueError);
+  CHECK_FALSE(plan_gpt_step(scheme_layout(TensorMode::three_d, 8), no_bias, kB, kT).complete);
+  CHECK(plan_gpt_step(scheme_layout(TensorMode::one_d, 8), no_bias, kB, kT).complete);
+  CHECK_THROWS_AS(plan_gpt_edges(scheme_layout(TensorMode::three_d, 4), kTiny, kB, kT),
+                  tessera::ValueError);
 }

@@ -225,7 +225,8 @@ std::string layout_text(const train::TrainConfig& c, int64_t world_size) {
   s += str_cat(" x sequence ", p.sequence);
   if (p.sequence > 1) s += str_cat(" (", parallel::sequence::mode_name(p.sequence_mode), ")");
   s += str_cat(" x tensor ", p.tensor.size, " (", p.tensor.mode);
-  if (p.tensor.mode == "2.5d") s += str_cat(", depth ", p.tensor.depth);
+  if (p.tensor.mode == parallel::TensorMode::two_point_five_d)
+    s += str_cat(", depth ", p.tensor.depth);
   if (p.tensor.sequence_parallel) s += ", sequence_parallel";
   s += ")";
   if (known) s += str_cat(" = ", p.world_size(), p.world_size() == 1 ? " rank" : " ranks");

@@ -389,7 +389,7 @@ int main(int argc, char** argv) {
         world->barrier()->wait();
         if (world->rank() == 0)
           std::printf("tp %s layers: all checks passed%s ranks (%lld checks on rank 0)\n",
-                      config.tensor.mode.c_str(), on_grid(grid_of(ctx)).c_str(),
+                      parallel::tensor_mode_name(config.tensor.mode), on_grid(grid_of(ctx)).c_str(),
                       static_cast<long long>(checks_passed()));
         return 0;
       });

@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
           std::printf(
               "tp %s models: %d GPT, BERT and ViT cases, all checks passed%s ranks (%lld checks "
               "on rank 0)\n",
-              config.tensor.mode.c_str(), cases, on_grid(grid_of(ctx)).c_str(),
+              parallel::tensor_mode_name(config.tensor.mode), cases, on_grid(grid_of(ctx)).c_str(),
               static_cast<long long>(checks_passed()));
         return 0;
       });

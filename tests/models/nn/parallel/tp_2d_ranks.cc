@@ -422,8 +422,9 @@ void check_volumes(const ParallelContext& ctx) {
           "tp %s volume: LayerNorm -> MLP block (B %lld, T %lld, C %lld, H %lld)%s per rank: "
           "forward row broadcast %lld B sent / %lld received, column broadcast %lld / "
           "%lld; backward depth all_reduce %lld / %lld\n",
-          ctx.config().tensor.mode.c_str(), (long long)b, (long long)t, (long long)c, (long long)h,
-          on_grid(g).c_str(), (long long)row[CommKind::broadcast].bytes_sent,
+          parallel::tensor_mode_name(ctx.config().tensor.mode), (long long)b, (long long)t,
+          (long long)c, (long long)h, on_grid(g).c_str(),
+          (long long)row[CommKind::broadcast].bytes_sent,
           (long long)row[CommKind::broadcast].bytes_received,
           (long long)fwd.col[CommKind::broadcast].bytes_sent,
           (long long)fwd.col[CommKind::broadcast].bytes_received,
@@ -519,7 +520,7 @@ int main(int argc, char** argv) {
         ParallelContext ctx(config, world);
         const SummaGrid grid = grid_of(ctx);
         const int q = grid.q();
-        const bool deep = config.tensor.mode == "2.5d";
+        const bool deep = config.tensor.mode == parallel::TensorMode::two_point_five_d;
         RANK_CHECK(
             q * q * grid.depth() == world->size() && grid.grid_row() == ctx.coord("tp_row") &&
                 grid.grid_col() == ctx.coord("tp_col") && grid.depth() == config.tensor.depth &&
@@ -551,7 +552,7 @@ int main(int argc, char** argv) {
         world->barrier()->wait();
         if (world->rank() == 0)
           std::printf("tp %s: all checks passed%s ranks (%lld checks on rank 0)\n",
-                      config.tensor.mode.c_str(), on_grid(grid).c_str(),
+                      parallel::tensor_mode_name(config.tensor.mode), on_grid(grid).c_str(),
                       static_cast<long long>(checks_passed()));
         return 0;
       });

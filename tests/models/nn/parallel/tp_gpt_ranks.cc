@@ -294,7 +294,8 @@ int main(int argc, char** argv) {
         for (const auto& [tp, dp, sp] : layouts) {
           parallel::ParallelConfig config;
           config.data = dp;
-          config.tensor = {.size = tp, .mode = "1d", .depth = 1, .sequence_parallel = sp};
+          config.tensor = {
+              .size = tp, .mode = parallel::TensorMode::one_d, .depth = 1, .sequence_parallel = sp};
           ParallelContext ctx(config, world);
           if (sp) {
             check_mlp_sequence_parallel(ctx);

@@ -235,7 +235,7 @@ int main(int argc, char** argv) {
           parallel::ParallelConfig config;
           config.data = dp;
           config.tensor.size = tp;
-          config.tensor.mode = "1d";
+          config.tensor.mode = parallel::TensorMode::one_d;
           ParallelContext ctx(config, world);
           check_block_volume(ctx);
           check_gpt_params(ctx, 1024);  // divides every split: exactly serial / P

@@ -71,13 +71,13 @@ inline ParallelConfig summa_config(int n) {
   config.tensor.size = n;
   const int q = int(std::lround(std::sqrt(double(n)))), half = int(std::lround(std::sqrt(n / 2.0)));
   if (q * q == n && q > 1) {
-    config.tensor.mode = "2d";
+    config.tensor.mode = parallel::TensorMode::two_d;
   } else {
     RANK_CHECK(n % 2 == 0 && 2 * half * half == n && half > 1,
                "the SUMMA programs run on q^2 ranks (2d) or 2 q^2 ranks (2.5d of depth 2), q > 1; "
                "got ",
                n);
-    config.tensor.mode = "2.5d";
+    config.tensor.mode = parallel::TensorMode::two_point_five_d;
     config.tensor.depth = 2;
   }
   return config;
@@ -109,7 +109,7 @@ inline ParallelConfig cube_config(int n, const char* program) {
   RANK_CHECK(q * q * q == n && q > 1, program, " runs on a cube number of ranks > 1, got ", n);
   ParallelConfig config;
   config.tensor.size = n;
-  config.tensor.mode = "3d";
+  config.tensor.mode = parallel::TensorMode::three_d;
   return config;
 }
 
