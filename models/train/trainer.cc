@@ -225,6 +225,7 @@ double Trainer::train_step(int64_t step, StepStats& stats) {
   const auto start = std::chrono::steady_clock::now();
   const double lr = schedule_->lr_at(step);
   update_->optimizer().set_lr(lr);
+  const auto gathers = update_->gather_window();  // ZeRO-3: forward and backward gather
   const int64_t micro = config_.train.micro_batch_size;
   double local_loss = 0;
   auto to_backward = [&](Tensor loss) {
@@ -381,6 +382,7 @@ void Trainer::stop_on_signal(int signal) {
 }
 
 void Trainer::evaluate(int64_t step) {
+  const auto gathers = update_->gather_window();  // ZeRO-3: every rank's forward gathers
   EvalResult r =
       task_->evaluate(data_group(), config_.train.eval_batches, config_.train.micro_batch_size);
   last_eval_ = r;
@@ -512,6 +514,7 @@ TrainSummary Trainer::run() {
   if ((rank0() && options_.out) || tensor_parallel() || pipeline_ || config_.zero.stage == 3 ||
       config_.parallel.sequence > 1) {
     std::ostringstream discarded;
+    const auto gathers = update_->gather_window();
     task_->finish(rank0() && options_.out ? *options_.out : discarded);
   }
   return summary_;
