@@ -5,6 +5,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
+#include "optim/state_key.h"
 
 namespace tessera::optim {
 
@@ -171,8 +172,7 @@ OptimizerState Optimizer::state_dict() const {
   for (size_t k = 0; k < state_.size(); ++k) {
     if (state_[k].step == 0) continue;
     state[std::to_string(k)] = {{"step", state_[k].step}};
-    for (const auto& [name, t] : state_[k].tensors)
-      out.tensors.emplace_back("state." + std::to_string(k) + "." + name, t);
+    for (const auto& [name, t] : state_[k].tensors) out.tensors.emplace_back(state_key(k, name), t);
   }
   out.meta["state"] = state;
   return out;
@@ -197,7 +197,7 @@ std::vector<Optimizer::ParamState> Optimizer::load_param_state(const OptimizerSt
       // The state's dtype and shape follow the parameter; the names follow the loaded options.
       const Tensor& p = groups_[g][i];
       for (const std::string& n : state_names(g)) {
-        const std::string full = "state." + key + "." + n;
+        const std::string full = state_key(k, n);
         const Tensor* found = nullptr;
         for (const auto& [name, t] : sd.tensors)
           if (name == full) found = &t;

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/factory.h"
+#include "optim/state_key.h"
 
 namespace tessera::train {
 
@@ -62,14 +63,13 @@ optim::OptimizerState renumber_state(const optim::OptimizerState& state, const P
   }
   out.meta["state"] = entries;
   for (const auto& [name, t] : state.tensors) {
-    // "state.<k>.<what>"
-    const size_t dot = name.find('.', 6);
-    TS_CHECK(name.rfind("state.", 0) == 0 && dot != std::string::npos, "checkpoint",
+    const std::optional<optim::StateKey> key = optim::parse_state_key(name);
+    TS_CHECK(key.has_value(), "checkpoint",
              "expected optimizer tensors named state.<k>.<name>, got '", name, "'");
-    const size_t k = size_t(std::stoull(name.substr(6, dot - 6)));
+    const size_t k = key->param;
     TS_CHECK(k < k_to.size(), "checkpoint", "optimizer tensor '", name, "' for parameter ", k,
              " of ", k_to.size());
-    if (k_to[k] >= 0) out.tensors.emplace_back("state." + std::to_string(k_to[k]) + name.substr(dot), t);
+    if (k_to[k] >= 0) out.tensors.emplace_back(optim::state_key(size_t(k_to[k]), key->name), t);
   }
   return out;
 }

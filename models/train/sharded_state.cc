@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "optim/state_key.h"
 #include "parallel/tensor/placement_ops.h"
 
 namespace tessera::train {
@@ -20,10 +21,9 @@ Placement optimizer_state_placement(const std::string& name, const Tensor& t,
                                     const optim::Optimizer& optimizer,
                                     const optim::MasterWeights& masters,
                                     const Placements& model_placements, const nn::Module& model) {
-  // "state.<k>.<what>"
-  const size_t dot = name.find('.', 6);
-  if (name.rfind("state.", 0) != 0 || dot == std::string::npos) return parallel::tensor::replicated(t.shape());
-  const size_t k = size_t(std::stoull(name.substr(6, dot - 6)));
+  const std::optional<optim::StateKey> key = optim::parse_state_key(name);
+  if (!key) return parallel::tensor::replicated(t.shape());
+  const size_t k = key->param;
   const std::vector<Tensor> params = optimizer.params();
   TS_CHECK(k < params.size(), "checkpoint", "optimizer state '", name, "' names parameter ", k,
            " of ", params.size());

@@ -9,6 +9,7 @@
 #include "models/train/config_reader.h"
 #include "models/train/train_device.h"
 #include "optim/make_optimizer.h"
+#include "parallel/zero/overlap_rules.h"
 #include "parallel/zero/param_placement.h"
 
 namespace tessera::train {
@@ -334,11 +335,8 @@ TrainConfig TrainConfig::from_json(const json& j) {
              "zero.bucket_mb sizes the ZeRO optimizer's gradient buckets, so it needs zero.stage "
              "1, 2 or 3, got zero.stage 0");
     c.zero.overlap_step = z.boolean("overlap_step", false);
-    TS_CHECK(!c.zero.overlap_step || (c.zero.offload && c.zero.stage >= 2), "config",
-             "zero.overlap_step steps the host's shards while backward goes on, as each "
-             "gradient range is reduced: expected zero.offload true and zero.stage 2 or 3, got "
-             "zero.stage ",
-             c.zero.stage, " and zero.offload ", c.zero.offload ? "true" : "false");
+    parallel::zero::check_overlap_step(c.zero.overlap_step, c.zero.offload, c.zero.stage,
+                                       parallel::zero::OverlapAsker::config);
     // Heterogeneous memory for stage 3's parameters (parallel/zero/param_placement.h).
     c.zero.offload_params = z.boolean("offload_params", false);
     TS_CHECK(!c.zero.offload_params || (c.zero.stage == 3 && c.zero.offload), "config",
@@ -350,9 +348,12 @@ TrainConfig TrainConfig::from_json(const json& j) {
       TS_CHECK(!z.has(key) || c.zero.offload_params, "config", "zero.", key,
                " places parameter chunks on the device or the host, so it needs "
                "zero.offload_params true; remove it or set zero.offload_params");
-    c.zero.placement = z.string("placement", "static", {"static", "auto"});
+    c.zero.placement = parallel::zero::parse_placement_policy(
+        z.string("placement", "static", {"static", "auto"}), "zero.placement");
     c.zero.offload_param_frac = z.number("offload_param_frac", 1.0, 0.0, 1.0);
-    TS_CHECK(!z.has("offload_param_frac") || c.zero.placement == "static", "config",
+    TS_CHECK(!z.has("offload_param_frac") ||
+                 c.zero.placement == parallel::zero::PlacementPolicy::static_share,
+             "config",
              "zero.offload_param_frac is the static placement's share of chunks on the host; "
              "zero.placement auto decides it from zero.device_memory_limit");
     if (const json* limit = z.any("device_memory_limit")) {
@@ -364,11 +365,11 @@ TrainConfig TrainConfig::from_json(const json& j) {
               ? parallel::zero::parse_bytes(limit->get<std::string>(), "zero.device_memory_limit")
               : limit->get<int64_t>();
     }
-    TS_CHECK((c.zero.placement == "auto") == (c.zero.device_memory_limit > 0) ||
-                 !c.zero.offload_params,
-             "config", "zero.placement auto keeps the device under zero.device_memory_limit: ",
-             c.zero.placement == "auto" ? "expected a limit above 0 with it"
-                                        : "expected zero.placement auto with a limit");
+    const bool auto_placed = c.zero.placement == parallel::zero::PlacementPolicy::auto_traced;
+    TS_CHECK(auto_placed == (c.zero.device_memory_limit > 0) || !c.zero.offload_params, "config",
+             "zero.placement auto keeps the device under zero.device_memory_limit: ",
+             auto_placed ? "expected a limit above 0 with it"
+                         : "expected zero.placement auto with a limit");
     c.zero.chunk_mb = z.number("chunk_mb", 0.0, 0.0, 1 << 20);
     for (const char* key : {"prefetch", "live_params", "sharded_init"})
       TS_CHECK(!z.has(key) || c.zero.stage == 3, "config", "zero.", key,

@@ -15,6 +15,7 @@
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "parallel/mesh/parallel_config.h"
+#include "parallel/zero/param_placement.h"
 
 namespace tessera::train {
 
@@ -46,7 +47,7 @@ struct ZeroSection {
   // puts offload_param_frac of them on the host; "auto" traces the first step and keeps on the device what fits under
   // device_memory_limit (bytes; "8G" in the file).
   bool offload_params = false;
-  std::string placement = "static";
+  parallel::zero::PlacementPolicy placement = parallel::zero::PlacementPolicy::static_share;
   double offload_param_frac = 1.0;
   int64_t device_memory_limit = 0;
   double chunk_mb = 0;

@@ -245,6 +245,7 @@ double Trainer::train_step(int64_t step, StepStats& stats) {
   const auto start = std::chrono::steady_clock::now();
   const double lr = schedule_->lr_at(step);
   update_->optimizer().set_lr(lr);
+  const auto gathers = update_->gather_window();  // ZeRO-3: forward and backward gather
   // Dropout masks keyed by (this step, micro-batch, pipeline unit), so a stage that runs some of
   // the layers in the schedule's order draws the serial run's masks (nn::MicroBatchDropout).
   const uint64_t dropout_key =
@@ -363,6 +364,7 @@ void Trainer::stop_on_signal(int signal) {
 }
 
 void Trainer::evaluate(int64_t step) {
+  const auto gathers = update_->gather_window();  // ZeRO-3: every rank's forward gathers
   EvalResult r =
       task_->evaluate(data_group(), config_.train.eval_batches, config_.train.micro_batch_size);
   last_eval_ = r;
@@ -479,6 +481,7 @@ TrainSummary Trainer::run() {
   const bool collective = (context_ && context_->forward_is_collective()) || config_.zero.stage == 3;
   if ((rank0() && options_.out) || collective) {
     std::ostringstream discarded;
+    const auto gathers = update_->gather_window();
     task_->finish(rank0() && options_.out ? *options_.out : discarded);
   }
   return summary_;

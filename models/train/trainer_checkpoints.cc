@@ -11,6 +11,7 @@
 #include "models/train/train_state.h"
 #include "models/train/trainer_impl.h"
 #include "optim/param_math.h"
+#include "optim/state_key.h"
 
 namespace tessera::train::detail {
 
@@ -139,7 +140,7 @@ void Trainer::resume_sharded(const std::string& dir) {
     for (size_t k = 0; k < order.names.size(); ++k) {
       const std::string& param = order.names[k];
       for (const std::string& what : optimizer_states[param])
-        opt.tensors.emplace_back("state." + std::to_string(k) + "." + what,
+        opt.tensors.emplace_back(optim::state_key(k, what),
                                  read(optimizer_tensor_name(what, param), param, 0, -1));
     }
     update_->load_state_dict(opt);
@@ -183,6 +184,9 @@ io::NamedTensors Trainer::stage_tensors(const io::NamedTensors& serial, const st
 void Trainer::check_finite_weights(int64_t step) {
   run_agreed(world_.get(), [&] {
     for (const auto& [name, p] : task_->model().named_parameters()) {
+      // A parameter ZeRO-3 released holds the masters' values, which are checked below: reading
+      // it would gather the whole model on every save.
+      if (p.storage()->released()) continue;
       TS_CHECK(optim::detail::all_finite(p), "train", "parameter '", name, "' holds inf or NaN after step ",
                step, ": training diverged; not saving a checkpoint of it (the earlier checkpoints "
                "are kept). Lower optimizer.lr or resume from an earlier checkpoint");

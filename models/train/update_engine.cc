@@ -12,6 +12,7 @@
 #include "models/train/train_state.h"
 #include "optim/make_optimizer.h"
 #include "optim/mixed_precision.h"
+#include "optim/state_key.h"
 #include "parallel/data/data_parallel.h"
 #include "parallel/zero/sharded_optimizer.h"
 
@@ -93,11 +94,11 @@ class PlainUpdate : public UpdateEngine {
       out.push_back({.name = name, .param = name, .data = t});
     const ParamOrder order = order_of(model);
     for (const auto& [key, t] : optimizer_->state_dict().tensors) {
-      const size_t dot = key.find('.', 6);  // "state.<k>.<what>"
-      TS_CHECK(key.rfind("state.", 0) == 0 && dot != std::string::npos, "checkpoint",
+      const std::optional<optim::StateKey> state = optim::parse_state_key(key);
+      TS_CHECK(state.has_value(), "checkpoint",
                "expected optimizer tensors named state.<k>.<name>, got '", key, "'");
-      const std::string& param = order.names.at(std::stoull(key.substr(6, dot - 6)));
-      out.push_back({.name = optimizer_tensor_name(key.substr(dot + 1), param), .param = param, .data = t});
+      const std::string& param = order.names.at(state->param);
+      out.push_back({.name = optimizer_tensor_name(state->name, param), .param = param, .data = t});
     }
     return out;
   }
@@ -165,6 +166,7 @@ class ZeroUpdate : public UpdateEngine {
   // (stage3_params.h), and load_masters reads them back on every rank in the same order.
   void load_model(nn::Module& model, const io::NamedTensors& tensors,
                   const std::string& dir) override {
+    const auto window = zero_.gather_window();  // every rank loads every parameter
     optim::MasterWeights full(model.parameters());
     load_model_tensors(model, &full, tensors, dir);
     zero_.load_masters(full.masters());
@@ -176,10 +178,9 @@ class ZeroUpdate : public UpdateEngine {
   parallel::tensor::Placement state_placement(const std::string& name, const Tensor& t,
                                               const Placements& model_placements,
                                               const nn::Module& model) const override {
-    const size_t dot = name.find('.', 6);
-    if (name.rfind("state.", 0) != 0 || dot == std::string::npos)
-      return parallel::tensor::replicated(t.shape());
-    const size_t param = zero_.param_of_state_index(size_t(std::stoull(name.substr(6, dot - 6))));
+    const std::optional<optim::StateKey> state = optim::parse_state_key(name);
+    if (!state) return parallel::tensor::replicated(t.shape());
+    const size_t param = zero_.param_of_state_index(state->param);
     const parallel::tensor::Placement& p = model_placements.at(zero_.params()[param].first);
     if (t.shape() == p.local_shape() || t.shape() == p.global_shape) return p;
     return parallel::tensor::replicated(t.shape());
@@ -219,6 +220,7 @@ class ZeroUpdate : public UpdateEngine {
   bool load_own_pieces(nn::Module& model, const nlohmann::json& meta,
                        const std::map<std::string, std::vector<std::string>>& states,
                        const PieceSource& read) override {
+    const auto window = zero_.gather_window();  // every rank loads every parameter
     std::set<const Storage*> params;
     for (const auto& [name, p] : zero_.params()) params.insert(p.storage().get());
     for (const auto& [name, t] : model.state_dict())
@@ -233,6 +235,9 @@ class ZeroUpdate : public UpdateEngine {
                                     param, offset, numel);
                       });
     return true;
+  }
+  parallel::zero::Stage3Params::GatherWindow gather_window() override {
+    return zero_.gather_window();
   }
   std::string describe() const override {
     int64_t total = 0, mine = 0;
@@ -268,7 +273,7 @@ class ZeroUpdate : public UpdateEngine {
       const parallel::zero::Stage3Placement p = s3->placement();
       const parallel::zero::ParamPlacement& how = s3->options().placement;
       out += "\n  zero: parameter shards in " + std::to_string(p.chunks) + " chunks, " +
-             (how.policy == "auto"
+             (how.policy == parallel::zero::PlacementPolicy::auto_traced
                   ? "placed after a warm-up step (all on the host) to keep the device under " +
                         std::to_string(how.device_limit) + " bytes"
                   : std::to_string(p.chunks - p.device_chunks) + " of them on the host (static)");
@@ -278,7 +283,9 @@ class ZeroUpdate : public UpdateEngine {
 
   std::string placement_report() const override {
     const parallel::zero::Stage3Params* s3 = zero_.stage3();
-    if (!s3 || !s3->chunked() || s3->options().placement.policy != "auto") return "";
+    if (!s3 || !s3->chunked() ||
+        s3->options().placement.policy != parallel::zero::PlacementPolicy::auto_traced)
+      return "";
     const parallel::zero::Stage3Placement p = s3->placement();
     char line[480];
     std::snprintf(line, sizeof line,
@@ -294,7 +301,8 @@ class ZeroUpdate : public UpdateEngine {
 
   nlohmann::json step_metrics() override {
     const parallel::zero::Stage3Params* s3 = zero_.stage3();
-    if (!s3 || s3->options().placement.policy != "auto" || !s3->placement().placed)
+    if (!s3 || s3->options().placement.policy != parallel::zero::PlacementPolicy::auto_traced ||
+        !s3->placement().placed)
       return nlohmann::json::object();
     const parallel::zero::Stage3Stats& now = s3->stats();
     nlohmann::json out = {{"zero_copies_made", now.chunk_fetches - last_.chunk_fetches},

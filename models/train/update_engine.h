@@ -84,6 +84,11 @@ class UpdateEngine {
     (void)model, (void)meta, (void)states, (void)read;
     return false;
   }
+  // ZeRO stage 3: the window in which released parameters may be gathered, which every rank opens
+  // around the same forward and backward passes (Stage3Params::GatherWindow); elsewhere nothing.
+  [[nodiscard]] virtual parallel::zero::Stage3Params::GatherWindow gather_window() {
+    return parallel::zero::Stage3Params::GatherWindow(nullptr);
+  }
   // A line for the run's header ("" when there is nothing to say).
   virtual std::string describe() const = 0;
   // Once, after the first step: where ZeRO-3's auto placement put the parameter chunks ("" when

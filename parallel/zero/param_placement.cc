@@ -142,6 +142,26 @@ void ChunkSchedule::step(size_t at, const std::vector<size_t>& need, int64_t bud
   }
 }
 
+const char* placement_policy_name(PlacementPolicy policy) {
+  switch (policy) {
+    case PlacementPolicy::device:
+      return "device";
+    case PlacementPolicy::static_share:
+      return "static";
+    case PlacementPolicy::auto_traced:
+      return "auto";
+  }
+  return "?";
+}
+
+PlacementPolicy parse_placement_policy(const std::string& name, const std::string& key) {
+  for (PlacementPolicy p :
+       {PlacementPolicy::device, PlacementPolicy::static_share, PlacementPolicy::auto_traced})
+    if (name == placement_policy_name(p)) return p;
+  TS_FAIL("config", key, ": expected a parameter placement of device, static or auto, got '", name,
+          "'");
+}
+
 int64_t parse_bytes(const std::string& text, const std::string& key) {
   size_t digits = 0;
   while (digits < text.size() && (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.'))

@@ -27,8 +27,16 @@
 
 namespace tessera::parallel::zero {
 
+// The policies above, parsed where the config is read (zero.placement names static and auto;
+// device is the placement without zero.offload_params).
+enum class PlacementPolicy : uint8_t { device, static_share, auto_traced };
+// "device", "static" or "auto", as the config writes them.
+const char* placement_policy_name(PlacementPolicy policy);
+// The policy a config names; throws ValueError naming `key` for any other name.
+PlacementPolicy parse_placement_policy(const std::string& name, const std::string& key);
+
 struct ParamPlacement {
-  std::string policy = "device";  // "device", "static" or "auto"
+  PlacementPolicy policy = PlacementPolicy::device;
   double host_fraction = 1.0;     // static: the share of chunks on the host, in [0, 1]
   int64_t device_limit = 0;       // auto: bytes of device memory the run may use
   // A chunk's capacity (a larger piece gets a chunk of its own); 0: searched between 1 and 64 MiB

@@ -1,8 +1,8 @@
-// ShardedOptimizer: ZeRO stages 1 and 2 over a data-parallel communicator. The f32 master weights
-// and the optimizer state exist only for this rank's shard of each parameter group's flat buffer
-// (zero_plan.h); a plain optimizer (optim/make_optimizer.h) steps those shards, and the updated
-// shards are all-gathered back into the model's parameters (in their own dtype: 16-bit models get
-// the round-to-nearest-even copies optim::MasterWeights would give).
+// ShardedOptimizer: ZeRO stages 1, 2 and 3 over a data-parallel communicator. The f32 master
+// weights and the optimizer state exist only for this rank's shard of each parameter group's flat
+// buffer (zero_plan.h); a plain optimizer (optim/make_optimizer.h) steps those shards, and the
+// updated shards are all-gathered back into the model's parameters (in their own dtype: 16-bit
+// models get the round-to-nearest-even copies optim::MasterWeights would give).
 //
 //   stage 1  gradients are all-reduced during backward (parallel::DataParallel, its buckets and
 //            hooks); each rank then copies its shard's slice of them into its shard's gradient.
@@ -23,6 +23,13 @@
 //   zero.step();                  // or scaler.step(zero.optimizer())
 //   zero.gather_parameters();     // the model's parameters = the updated masters
 //   zero.zero_grad();
+//
+// The stages differ only in their parts, which make_zero_parts (zero_parts.h) chooses once from
+// the options: the gradient reduction (grad_reduction.h: all-reduce for stage 1, reduce-to-owner
+// for 2 and 3), the shards' update (shard_update.h: the plain optimizer over the master shards,
+// or the overlapped step), and the parameter sync (param_sync.h: all-gather for 1 and 2, stage 3's
+// gather on use). This class composes them behind the API below; the shared layout (plan, pieces,
+// dtypes, where the shards live) is zero_layout.h.
 //
 // Element-wise optimizers (sgd, adam, adamw) step a shard exactly as they step the whole
 // parameters, so the result equals the unsharded optimizer's (the gradients differ only by the
@@ -69,7 +76,6 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -79,17 +85,12 @@
 #include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
 #include "parallel/comm/communicator.h"
-#include "parallel/data/data_parallel.h"
-#include "parallel/zero/host_mover.h"
 #include "parallel/zero/stage3_params.h"
-#include "parallel/zero/step_worker.h"
+#include "parallel/zero/zero_layout.h"
+#include "parallel/zero/zero_parts.h"
 #include "parallel/zero/zero_plan.h"
 
 namespace tessera::parallel::zero {
-
-namespace detail {
-struct Stage2Reducer;
-}
 
 struct ZeroOptions {
   int stage = 1;  // 1, 2 or 3
@@ -106,13 +107,6 @@ struct ZeroOptions {
   // Empty: the masters are taken from the parameters (broadcast from rank 0 first).
   std::vector<Tensor> sharded_masters;
 };
-
-// The ZeRO layout of `params` (the parameters in their named order) grouped as `groups` (each
-// parameter in exactly one) over `ranks` data ranks: the plan ShardedOptimizer builds from the
-// same arguments.
-ZeroPlan plan_parameter_groups(const std::vector<Tensor>& params,
-                               const std::vector<optim::ParamGroup>& groups, int ranks,
-                               const ZeroPlanOptions& options = {});
 
 class ShardedOptimizer {
  public:
@@ -134,17 +128,14 @@ class ShardedOptimizer {
   // reduces the sums.
   class NoSyncGuard {
    public:
-    NoSyncGuard(NoSyncGuard&&) noexcept;
+    NoSyncGuard(NoSyncGuard&&) noexcept = default;
     NoSyncGuard& operator=(NoSyncGuard&&) = delete;
-    ~NoSyncGuard();
+    ~NoSyncGuard() = default;
 
    private:
     friend class ShardedOptimizer;
-    NoSyncGuard(std::optional<DataParallel::NoSyncGuard> dp,
-                std::shared_ptr<detail::Stage2Reducer> reducer, bool previous);
-    std::optional<DataParallel::NoSyncGuard> dp_;
-    std::shared_ptr<detail::Stage2Reducer> reducer_;
-    bool previous_ = false;
+    explicit NoSyncGuard(std::unique_ptr<GradReduction::Pause> pause) : pause_(std::move(pause)) {}
+    std::unique_ptr<GradReduction::Pause> pause_;
   };
   [[nodiscard]] NoSyncGuard no_sync();
 
@@ -158,10 +149,10 @@ class ShardedOptimizer {
 
   // This rank's f32 master shard of each group ((shard_numel), the group's order); their grads
   // are set by finish_gradient_sync().
-  const std::vector<Tensor>& shard_params() const { return shards_; }
+  const std::vector<Tensor>& shard_params() const { return parts_.update->shards(); }
   // The plain optimizer over shard_params() (one parameter per group).
-  optim::Optimizer& optimizer() { return *optimizer_; }
-  const optim::Optimizer& optimizer() const { return *optimizer_; }
+  optim::Optimizer& optimizer() { return parts_.update->optimizer(); }
+  const optim::Optimizer& optimizer() const { return parts_.update->optimizer(); }
 
   // Agrees a found-inf flag over the data group (logical or), for DynamicLossScaler.
   optim::FoundInfReducer found_inf_reducer() const;
@@ -220,61 +211,34 @@ class ShardedOptimizer {
   bool overlaps_step() const { return options_.overlap_step; }
   // Where shard_params(), their gradients and the optimizer state live: the communicator's device,
   // or offload_host_device() of it under offload.
-  Device shard_device() const { return shard_device_; }
+  Device shard_device() const { return layout_->shard_device; }
+  // Opens a window in which stage 3 may gather released parameters (Stage3Params::GatherWindow);
+  // below stage 3 parameters are never released and the window does nothing.
+  [[nodiscard]] Stage3Params::GatherWindow gather_window() {
+    return Stage3Params::GatherWindow(stage3());
+  }
   // Stage 3's parameter manager (null below stage 3).
-  const Stage3Params* stage3() const { return params3_.get(); }
-  Stage3Params* stage3() { return params3_.get(); }
-  const ZeroPlan& plan() const { return plan_; }
+  const Stage3Params* stage3() const { return parts_.sync->stage3(); }
+  Stage3Params* stage3() { return parts_.sync->stage3(); }
+  const ZeroPlan& plan() const { return layout_->plan; }
   const NamedParams& params() const { return params_; }
-  const std::shared_ptr<Communicator>& comm() const { return comm_; }
+  const std::shared_ptr<Communicator>& comm() const { return layout_->comm; }
   // The plain optimizer's parameter index of parameter i (its place counting through the groups).
   size_t state_index(size_t param) const;
   // The parameter behind plain state index k.
   size_t param_of_state_index(size_t k) const;
 
  private:
-  // Group g's parameters packed into its flat buffer (padded_numel, zero padding) in `dtype`.
   // A plain optimizer's meta checked against the plan: the inner optimizer's meta (one parameter
   // per group) and each group's step (0: not stepped).
   nlohmann::json inner_meta(const nlohmann::json& meta, std::vector<int64_t>& steps) const;
-  Tensor pack_group(size_t g, DType dtype) const;
-  void shard_grads_from_model();
-  // Group g's master shard in the parameters' dtype (comm_dtypes_[g]) on the communicator's device:
-  // the shard itself when it is both already, else a rounded copy (made on the host first, so
-  // offload moves 16-bit bytes).
-  Tensor compute_shard(size_t g) const;
-  std::vector<Tensor> compute_shards() const;
-  // The overlapped step: the update of the reduced range [offset, offset + grad.numel()) of group
-  // g's shard goes to the worker; the step's first range begins it.
-  void step_range(size_t g, int64_t offset, const Tensor& grad, const MoveReady& ready);
-  void begin_overlapped_step();
-  void finish_overlapped_step(const std::vector<Tensor>& grads);
+  // Stage 3's compute shards from the masters (ParamSync's ComputeShard over the update).
+  ParamSync::ComputeShard compute_shard() const;
 
   NamedParams params_;
-  std::vector<Tensor> tensors_;  // params_[i].second
-  std::shared_ptr<Communicator> comm_;
   ZeroOptions options_;
-  ZeroPlan plan_;
-  std::vector<std::vector<ShardPiece>> pieces_;  // per group: this rank's
-  std::vector<DType> comm_dtypes_;   // per group: the parameters' dtype if they share one, else f32
-  std::vector<size_t> group_begin_;  // per group: the plain index of its first parameter
-  std::vector<Tensor> shards_;
-  Device shard_device_;
-  // The moves between the device and the host shards under offload (shared with the reducer).
-  std::shared_ptr<HostMover> mover_;
-  // Under offload: per group, the pinned host buffer the rounded shard leaves from, and its last
-  // move out.
-  mutable std::vector<Tensor> staging_;
-  mutable std::vector<MoveReady> staged_;
-  std::unique_ptr<optim::Optimizer> optimizer_;
-  std::unique_ptr<DataParallel> dp_;                // stage 1
-  std::shared_ptr<detail::Stage2Reducer> reducer_;  // stages 2 and 3
-  std::unique_ptr<Stage3Params> params3_;           // stage 3
-  // Overlapped step: the worker and the ranges already posted.
-  std::unique_ptr<StepWorker> worker_;
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> posted_;  // (offset, numel) per group
-  bool overlapping_ = false;  // a step's ranges are being posted
-  bool stepped_ = false;      // finish_gradient_sync() took the step
+  std::shared_ptr<const ZeroLayout> layout_;
+  ZeroParts parts_;
 };
 
 // The ZeRO-equivalent of make_optimizer's type check: throws ValueError naming `key` (the config

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "autograd/grad_mode.h"
 #include "core/allocator.h"
@@ -23,6 +24,14 @@ constexpr int64_t kMaxChunkBytes = int64_t(64) << 20;
 constexpr int64_t kChunkSearchStep = int64_t(256) << 10;
 
 Tensor flat(const Tensor& t) { return t.view({t.numel()}); }
+
+// The largest of every rank's `local`, on every rank (a collective over comm).
+int64_t max_over(Communicator& comm, int64_t local) {
+  if (comm.size() == 1) return local;
+  Tensor value = from_vector<int64_t>({local}, {1}).to(comm.device());
+  comm.all_reduce(value, ReduceOp::max)->wait();
+  return value.to(kCPU).data<int64_t>()[0];
+}
 
 }  // namespace
 
@@ -44,12 +53,10 @@ Stage3Params::Stage3Params(std::shared_ptr<Communicator> comm, const ZeroPlan& p
       slot_(std::make_shared<Slot>(Slot{this})) {
   const char* op = "zero";
   const ParamPlacement& where = options.placement;
-  TS_CHECK(where.policy == "device" || where.policy == "static" || where.policy == "auto", op,
-           "expected a parameter placement of device, static or auto, got '", where.policy, "'");
-  TS_CHECK(where.policy != "auto" || where.device_limit > 0, op,
+  TS_CHECK(where.policy != PlacementPolicy::auto_traced || where.device_limit > 0, op,
            "expected a device memory limit above 0 bytes for the auto placement, got ",
            where.device_limit);
-  chunked_ = where.policy != "device";
+  chunked_ = where.policy != PlacementPolicy::device;
   TS_CHECK(options.live_params >= 2, op, "expected zero stage 3 to keep at least 2 parameters ",
            "gathered (one op may read two), got ", options.live_params);
   TS_CHECK(options.prefetch >= 0, op, "expected a prefetch depth >= 0, got ", options.prefetch);
@@ -102,11 +109,11 @@ Stage3Params::Stage3Params(std::shared_ptr<Communicator> comm, const ZeroPlan& p
     }
     chunks_.push_back(std::move(chunks));
   }
-  if (where.policy == "static") {
+  if (where.policy == PlacementPolicy::static_share) {
     size_t count = 0;
     for (const auto& chunks : chunks_) count += chunks.size();
     place_chunks(static_host_chunks(count, where.host_fraction));
-  } else if (where.policy == "auto") {
+  } else if (where.policy == PlacementPolicy::auto_traced) {
     // The warm-up step runs with every chunk on the host and traces the rest of the device's use.
     size_t count = 0;
     for (const auto& chunks : chunks_) count += chunks.size();
@@ -136,6 +143,17 @@ Stage3Params::Stage3Params(std::shared_ptr<Communicator> comm, const ZeroPlan& p
 Stage3Params::~Stage3Params() { slot_->self = nullptr; }
 
 void Stage3Params::reset_stats() { stats_ = Stage3Stats{}; }
+
+Stage3Params::GatherWindow::GatherWindow(Stage3Params* params) : params_(params) {
+  if (params_) ++params_->open_windows_;
+}
+
+Stage3Params::GatherWindow::GatherWindow(GatherWindow&& other) noexcept
+    : params_(std::exchange(other.params_, nullptr)) {}
+
+Stage3Params::GatherWindow::~GatherWindow() {
+  if (params_) --params_->open_windows_;
+}
 
 // One broadcast per owner of the parameter's pieces; each owner first copies its piece from its
 // compute shard into the buffer.
@@ -167,6 +185,11 @@ void Stage3Params::materialize(size_t p, Storage& storage) {
                  names_[p].c_str());
     std::abort();
   }
+  TS_CHECK(open_windows_ > 0, "zero", "parameter '", names_[p],
+           "' is released by ZeRO stage 3 and was read outside a gather window: its gather is a "
+           "collective that every rank must join, so a read on some ranks only would wait for the "
+           "others forever. Read it inside a Stage3Params::GatherWindow that every rank opens "
+           "(ShardedOptimizer::gather_window())");
   if (warming_up_) {  // auto's trace: the device's peak since the previous gather
     trace_.push_back(memory_stats(comm_->device()).trace_peak_bytes);
     reset_trace_peak(comm_->device());
@@ -336,14 +359,18 @@ void Stage3Params::place_chunks(const std::vector<bool>& on_host) {
 void Stage3Params::place_after_warmup() {
   warming_up_ = false;
   warmup_peak_ = memory_stats(comm_->device()).peak_bytes;
+  // Every rank places by the data group's highest peak (the least room left), so every rank makes
+  // the same decision and a limit too low fails on all of them with the same message, instead of
+  // on one rank while the others wait for it in their next collective.
+  const int64_t peak = max_over(*comm_, warmup_peak_);
   // The warm-up records the order, so it gathers nothing ahead; later steps hold up to `prefetch`
   // more parameters in flight, the largest ones at worst.
   int64_t largest = 0;
   for (const Tensor& t : params_) largest = std::max(largest, t.numel() * int64_t(t.itemsize()));
   const int64_t ahead = int64_t(options_.prefetch) * largest;
-  const int64_t budget = options_.placement.device_limit - warmup_peak_ - ahead;
+  const int64_t budget = options_.placement.device_limit - peak - ahead;
   TS_CHECK(budget >= 0, "zero", "zero.device_memory_limit is ", options_.placement.device_limit,
-           " bytes, but the first step used ", warmup_peak_,
+           " bytes, but the first step used ", peak,
            " bytes of device memory with every parameter chunk on the host (activations, gathered "
            "parameters, gradients), and prefetching needs up to ",
            ahead,

@@ -7,7 +7,10 @@
 // needs and the version counter is untouched.
 //
 // Every rank runs the same model code, so every rank gathers the same parameters in the same order:
-// the gathers are collectives like any other. The first training window records that order
+// the gathers are collectives like any other. So that a read on some ranks only fails at once
+// instead of waiting for the others, a gather runs only inside a GatherWindow (below), which the
+// forward, backward, evaluation, sampling and checkpoint-loading paths open on every rank.
+// The first training window records that order
 // (access_order.h); later windows gather the next `prefetch` parameters ahead while the current op
 // computes. At most `live_params` parameters stay gathered: gathering another first releases the
 // one gathered longest ago. A kernel takes its inputs' pointers at its start, so live_params must
@@ -99,6 +102,24 @@ class Stage3Params {
   Stage3Params(const Stage3Params&) = delete;
   Stage3Params& operator=(const Stage3Params&) = delete;
 
+  // A gather is a collective, so a released parameter may be read only inside a window that every
+  // rank opens around the same code (forward and backward, evaluation, sampling, loading a
+  // checkpoint); a read outside any window throws ValueError at once, naming the parameter,
+  // instead of gathering on one rank while the others wait for it until the watchdog. Closing a
+  // window releases nothing (end_window() does); windows nest. Must not outlive its Stage3Params.
+  class GatherWindow {
+   public:
+    explicit GatherWindow(Stage3Params* params);  // null: nothing to open (below stage 3)
+    GatherWindow(GatherWindow&& other) noexcept;
+    GatherWindow& operator=(GatherWindow&&) = delete;
+    ~GatherWindow();
+
+   private:
+    Stage3Params* params_;
+  };
+  [[nodiscard]] GatherWindow gather_window() { return GatherWindow(this); }
+  bool window_open() const { return open_windows_ > 0; }
+
   // Collective: waits for gathers in flight and releases every gathered parameter. `training`: the
   // window held a step's forward and backward (its order is recorded if none is yet).
   void end_window(bool training);
@@ -178,6 +199,7 @@ class Stage3Params {
   Stage3Options options_;
   std::thread::id owner_thread_;
   std::shared_ptr<Slot> slot_;
+  int open_windows_ = 0;  // GatherWindows alive
 
   std::list<size_t> live_;          // gathered parameters, oldest first
   std::vector<uint64_t> version_;   // per parameter: its version when gathered

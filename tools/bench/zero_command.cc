@@ -249,6 +249,7 @@ ZeroMeasured measure(const Args& a, ZeroPrecision precision, int stage,
     const int64_t step_start = held();
     engine->set_grad_sync(true);
     {
+      const auto gathers = engine->gather_window();  // stage 3 gathers on every rank
       Tensor loss = model->loss(x, y);
       autograd::backward({loss});
     }
@@ -328,7 +329,8 @@ PlacementMeasured measure_placement(const Args& a, Placement where,
   model->zero_grad();
   train::UpdateEngineSpec spec = zero_adamw_spec(*model, world, 3);
   spec.zero_offload = where != Placement::device;
-  if (where == Placement::offload_params) spec.zero3.placement = {.policy = "static"};
+  if (where == Placement::offload_params)
+    spec.zero3.placement = {.policy = parallel::zero::PlacementPolicy::static_share};
   if (where == Placement::offload_small_buckets || where == Placement::offload_overlap)
     spec.zero_bucket_bytes = kSmallBucketBytes;
   spec.zero_overlap_step = where == Placement::offload_overlap;
@@ -341,6 +343,7 @@ PlacementMeasured measure_placement(const Args& a, Placement where,
     reset_peak_memory(kCPU);
     engine->set_grad_sync(true);
     {
+      const auto gathers = engine->gather_window();  // stage 3 gathers on every rank
       Tensor loss = model->loss(x, y);
       autograd::backward({loss});
     }

@@ -82,13 +82,16 @@ Fit measure(const DeviceLimitSearch& s, int64_t layers, bool offload,
     train::UpdateEngineSpec spec = zero_adamw_spec(*model, world, 3);
     spec.zero3_masters = masters;
     spec.zero_offload = offload;
-    if (offload) spec.zero3.placement = {.policy = "static", .host_fraction = 1.0};
+    if (offload)
+      spec.zero3.placement = {.policy = parallel::zero::PlacementPolicy::static_share,
+                              .host_fraction = 1.0};
     std::unique_ptr<train::UpdateEngine> engine = train::make_update_engine(spec);
     fit.device_peak = fit.build_peak;
     for (int i = 0; i < kSteps; ++i) {
       reset_peak_memory(kCPU);
       engine->set_grad_sync(true);
       {
+        const auto gathers = engine->gather_window();  // stage 3 gathers on every rank
         Tensor loss = model->loss(x, y);
         autograd::backward({loss});
       }

@@ -8,8 +8,10 @@
 // optimizer step the parameters read as the rounded masters; under auto placement a write reaches
 // the chunks' device copies and their host homes alike; a parameter read after its optimizer
 // is gone fails naming it. Any failure aborts the job naming the rank.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -86,6 +88,7 @@ void check_release_and_gather(DType dtype, const std::shared_ptr<Communicator>& 
   for (const auto& [name, t] : net.named) param_bytes += int64_t(t.storage()->nbytes());
   const int64_t before = held();
   auto zero = stage3(net, comm);
+  const auto window = zero->gather_window();
   const int64_t shard = zero->plan().groups[0].shard_numel;
   // Kept: the f32 master shard, and for 16-bit parameters their own shard in that dtype.
   const int64_t kept = 4 * shard + (dtype == DType::f32 ? 0 : int64_t(dtype_size(dtype)) * shard);
@@ -134,6 +137,7 @@ void check_backward_and_order(const std::shared_ptr<Communicator>& comm) {
   const Tensor x0 = randn({3, 5}, {}, &gen);
   const Reference ref = reference(net, x0);
   auto zero = stage3(net, comm);
+  const auto window = zero->gather_window();
   const Stage3Params& s3 = *zero->stage3();
   Tensor first_grad;
   for (int step = 0; step < 3; ++step) {
@@ -174,6 +178,7 @@ void check_writes_and_update(DType dtype, const std::shared_ptr<Communicator>& c
   const std::string what = str_cat(dtype_name(dtype), " writes and update");
   Net net(dtype);
   auto zero = stage3(net, comm);
+  const auto window = zero->gather_window();
   {
     autograd::NoGradGuard no_grad;
     net.w1().fill_(0.5);  // gathers w1, then writes it
@@ -209,13 +214,16 @@ void check_write_back_with_copies(const std::shared_ptr<Communicator>& comm) {
   std::vector<optim::ParamGroup> groups = {optim::ParamGroup{.params = {}}};
   for (const auto& [name, t] : net.named) groups[0].params.push_back(t);
   // One element a chunk: every piece is a chunk of its own; a limit that holds every copy.
-  const ParamPlacement placement{
-      .policy = "auto", .host_fraction = 1.0, .device_limit = int64_t(1) << 30, .chunk_bytes = 4};
+  const ParamPlacement placement{.policy = PlacementPolicy::auto_traced,
+                                 .host_fraction = 1.0,
+                                 .device_limit = int64_t(1) << 30,
+                                 .chunk_bytes = 4};
   ShardedOptimizer zero(
       net.named, groups, sgd, comm,
       ZeroOptions{
           .stage = 3,
           .stage3 = {.live_params = 2, .prefetch = 0, .poison = true, .placement = placement}});
+  const auto window = zero.gather_window();
   Stage3Params& s3 = *zero.stage3();
   // The warm-up step: every chunk stays home, then each gets a device copy.
   Generator gen(3);
@@ -257,6 +265,82 @@ void check_write_back_with_copies(const std::shared_ptr<Communicator>& comm) {
   zero.finish_gradient_sync();
 }
 
+// A gather is a collective: a read of a released parameter on one rank alone, outside any gather
+// window, fails there at once naming the parameter (it used to start a gather the other ranks
+// never joined, and wait for them until the watchdog). Inside a window every rank reads.
+void check_read_outside_window(const std::shared_ptr<Communicator>& comm) {
+  const std::string what = "a read outside a gather window";
+  Net net(DType::f32);
+  auto zero = stage3(net, comm);
+  if (comm->rank() == 0) {
+    std::string message;
+    try {
+      (void)net.w2().data_ptr();
+    } catch (const ValueError& e) {
+      message = e.what();
+    }
+    RANK_CHECK(message.find("parameter 'w2' is released by ZeRO stage 3 and was read outside a "
+                            "gather window") != std::string::npos,
+               what, " must fail at once naming the parameter, got '", message, "'");
+    RANK_CHECK(net.w2().storage()->released(), what, ": w2 was gathered");
+  }
+  comm->barrier()->wait();
+  const auto window = zero->gather_window();
+  check_equal(net.w2(), net.originals[2], 0.0, what + ": w2 read inside a window");
+  zero->finish_gradient_sync();
+}
+
+// The same number on every rank, or a failed check naming what differs.
+void check_same_on_ranks(Communicator& comm, int64_t value, const std::string& what) {
+  Tensor lo = from_vector<int64_t>({value}, {1}), hi = lo.clone();
+  comm.all_reduce(lo, ReduceOp::min)->wait();
+  comm.all_reduce(hi, ReduceOp::max)->wait();
+  RANK_CHECK(lo.data<int64_t>()[0] == hi.data<int64_t>()[0], what, ": ranks differ (",
+             lo.data<int64_t>()[0], " to ", hi.data<int64_t>()[0], ")");
+}
+
+// auto placement decides from the data group's highest warm-up peak: a limit that only the last
+// rank's warm-up overran fails on every rank with the same message (it used to fail on that rank
+// alone, leaving the others to wait for it in their next collective).
+void check_auto_budget_agreed(const std::shared_ptr<Communicator>& comm) {
+  const std::string what = "auto placement's budget";
+  Net net(DType::f32);
+  const nlohmann::json sgd = {{"type", "sgd"}, {"lr", 0.1}};
+  std::vector<optim::ParamGroup> groups = {optim::ParamGroup{.params = {}}};
+  for (const auto& [name, t] : net.named) groups[0].params.push_back(t);
+  const int64_t limit = int64_t(32) << 20;
+  const ParamPlacement placement{.policy = PlacementPolicy::auto_traced,
+                                 .host_fraction = 1.0,
+                                 .device_limit = limit,
+                                 .chunk_bytes = 4};
+  ShardedOptimizer zero(
+      net.named, groups, sgd, comm,
+      ZeroOptions{
+          .stage = 3,
+          .stage3 = {.live_params = 2, .prefetch = 0, .poison = true, .placement = placement}});
+  const auto window = zero.gather_window();
+  Generator gen(3);
+  {
+    // 64 MiB held through the warm-up step on the last rank only.
+    Tensor ballast;
+    if (comm->rank() == comm->size() - 1) ballast = zeros({int64_t(16) << 20});
+    autograd::backward({net.loss(randn({3, 5}, {}, &gen))});
+  }
+  std::string message;
+  try {
+    zero.finish_gradient_sync();  // ends the warm-up: the placement is decided here
+  } catch (const ValueError& e) {
+    message = e.what();
+  }
+  RANK_CHECK(message.find(str_cat("zero.device_memory_limit is ", limit,
+                                  " bytes, but the first step used ")) != std::string::npos,
+             what, ": every rank must refuse the limit, got '", message, "'");
+  // The same words on every rank, after the "rank N: " each message starts with.
+  const std::string words = message.substr(std::min(message.size(), message.find("[zero]")));
+  check_same_on_ranks(*comm, int64_t(std::hash<std::string>()(words) >> 1),
+                      what + ": the refusal's message");
+}
+
 void check_gone(const std::shared_ptr<Communicator>& comm) {
   Net net(DType::f32);
   stage3(net, comm).reset();
@@ -282,6 +366,8 @@ int main(int argc, char** argv) {
     zero::check_backward_and_order(world);
     for (DType dtype : {DType::f32, DType::bf16}) zero::check_writes_and_update(dtype, world);
     zero::check_write_back_with_copies(world);
+    zero::check_read_outside_window(world);
+    zero::check_auto_budget_agreed(world);
     zero::check_gone(world);
     world->barrier()->wait();
     if (world->rank() == 0)

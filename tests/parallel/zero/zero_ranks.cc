@@ -125,6 +125,7 @@ class Run {
     const int64_t start_bytes = memory_stats(kCPU).current_bytes;  // no gradient exists here
     const int64_t start_host_bytes = memory_stats(kHost).current_bytes;
     double step_loss = 0;
+    const Stage3Params::GatherWindow window(zero_ ? zero_->stage3() : nullptr);
     reset_peak_memory(kCPU);
     for (int64_t m = 0; m < case_.accum; ++m) {
       std::optional<DataParallel::NoSyncGuard> dp_guard;
@@ -206,8 +207,10 @@ class Run {
     return out;
   }
   std::vector<Tensor> params() {
+    const Stage3Params::GatherWindow window(zero_ ? zero_->stage3() : nullptr);
     std::vector<Tensor> out;
-    for (const Tensor& p : model_.parameters()) out.push_back(p.detach().to(DType::f32));
+    // Copies: an f32 parameter's to() is the parameter itself, which stage 3 releases again.
+    for (const Tensor& p : model_.parameters()) out.push_back(p.detach().to(DType::f32).clone());
     return out;
   }
   optim::OptimizerState state() {
