@@ -296,6 +296,98 @@ void read_schedule(const json& j, TrainConfig& c) {
   c.schedule = schedule.options();
 }
 
+// zero.offload_params and its placement keys: heterogeneous memory for stage 3's parameters
+// (parallel/zero/param_placement.h).
+void read_param_placement(SectionReader& z, ZeroSection& zero) {
+  zero.offload_params = z.boolean("offload_params", false);
+  TS_CHECK(!zero.offload_params || (zero.stage == 3 && zero.offload), "config",
+           "zero.offload_params parks ZeRO stage 3's parameter shards on the host, beside the "
+           "optimizer state zero.offload puts there: expected zero.stage 3 and zero.offload "
+           "true, got zero.stage ", zero.stage, " and zero.offload ",
+           zero.offload ? "true" : "false");
+  for (const char* key : {"placement", "offload_param_frac", "device_memory_limit", "chunk_mb"})
+    TS_CHECK(!z.has(key) || zero.offload_params, "config", "zero.", key,
+             " places parameter chunks on the device or the host, so it needs "
+             "zero.offload_params true; remove it or set zero.offload_params");
+  zero.placement = parallel::zero::parse_placement_policy(
+      z.string("placement", "static", {"static", "auto"}), "zero.placement");
+  zero.offload_param_frac = z.number("offload_param_frac", 1.0, 0.0, 1.0);
+  TS_CHECK(!z.has("offload_param_frac") ||
+               zero.placement == parallel::zero::PlacementPolicy::static_share,
+           "config",
+           "zero.offload_param_frac is the static placement's share of chunks on the host; "
+           "zero.placement auto decides it from zero.device_memory_limit");
+  if (const json* limit = z.any("device_memory_limit")) {
+    TS_CHECK(limit->is_string() || limit->is_number_integer(), "config",
+             "zero.device_memory_limit: expected a size such as \"8G\" or a number of bytes, "
+             "got ", limit->dump());
+    zero.device_memory_limit =
+        limit->is_string()
+            ? parallel::zero::parse_bytes(limit->get<std::string>(), "zero.device_memory_limit")
+            : limit->get<int64_t>();
+  }
+  const bool auto_placed = zero.placement == parallel::zero::PlacementPolicy::auto_traced;
+  TS_CHECK(auto_placed == (zero.device_memory_limit > 0) || !zero.offload_params, "config",
+           "zero.placement auto keeps the device under zero.device_memory_limit: ",
+           auto_placed ? "expected a limit above 0 with it"
+                       : "expected zero.placement auto with a limit");
+  zero.chunk_mb = z.number("chunk_mb", 0.0, 0.0, 1 << 20);
+}
+
+void read_zero(const json& j, ZeroSection& zero) {
+  SectionReader z(j, "zero");
+  zero.stage = z.integer("stage", 0, 0, 3);
+  zero.offload = z.boolean("offload", false);
+  TS_CHECK(!zero.offload || zero.stage > 0, "config",
+           "zero.offload keeps the ZeRO optimizer's shards on the host, so it needs zero.stage 1, "
+           "2 or 3, got zero.stage 0; set zero.stage or remove zero.offload");
+  zero.bucket_mb = z.number("bucket_mb", 25.0, 1.0 / 1024, 1 << 20);
+  TS_CHECK(!z.has("bucket_mb") || zero.stage > 0, "config",
+           "zero.bucket_mb sizes the ZeRO optimizer's gradient buckets, so it needs zero.stage "
+           "1, 2 or 3, got zero.stage 0");
+  zero.overlap_step = z.boolean("overlap_step", false);
+  parallel::zero::check_overlap_step(zero.overlap_step, zero.offload, zero.stage,
+                                     parallel::zero::OverlapAsker::config);
+  read_param_placement(z, zero);
+  for (const char* key : {"prefetch", "live_params", "sharded_init"})
+    TS_CHECK(!z.has(key) || zero.stage == 3, "config", "zero.", key,
+             " is a ZeRO stage 3 setting (how parameters are built and gathered), got it with "
+             "zero.stage ",
+             zero.stage, "; remove it or set zero.stage to 3");
+  zero.prefetch = z.integer("prefetch", 1, 0, 16);
+  zero.live_params = z.integer("live_params", 4, 2, 1 << 20);
+  zero.sharded_init = z.boolean("sharded_init", true);
+  z.done();
+}
+
+// The rules that tie one section to another (each section's own are checked as it is read).
+void check_sections_agree(const TrainConfig& c) {
+  TS_CHECK(c.data.type.empty() || c.kind == ModelKind::vit, "config", "data.type: ", c.data.type,
+           " is image data for the ViT trainer, got model.type ", model_kind_name(c.kind));
+  if (c.kind == ModelKind::vit) {
+    TS_CHECK(c.train.seq_len == 0, "config",
+             "train.seq_len: only GPT and BERT read sequences, got ", c.train.seq_len, " for vit");
+  }
+  // The overlapped step updates each range as soon as it is reduced: nothing may rescale the
+  // gradients after backward.
+  TS_CHECK(!c.zero.overlap_step || c.train.grad_clip == 0, "config",
+           "zero.overlap_step steps each gradient range during backward, before the global norm "
+           "exists: expected train.grad_clip 0, got ",
+           c.train.grad_clip, "; set one of them off");
+  TS_CHECK(!c.zero.overlap_step || c.precision.dtype != "f16", "config",
+           "zero.overlap_step steps each gradient range during backward, before the loss scaler "
+           "knows whether any gradient overflowed: expected precision.dtype f32 or bf16, got f16");
+  const std::string opt_type = c.optimizer.value("type", "adamw");
+  TS_CHECK(c.train.device == "cpu" || opt_type == "adam" || opt_type == "adamw", "config",
+           "optimizer.type ", opt_type, ": its update loops run on the CPU only; with train.device ",
+           c.train.device, " use adam or adamw");
+  const int64_t context = c.kind == ModelKind::gpt ? c.gpt.context_length : c.bert.max_positions;
+  TS_CHECK(c.kind == ModelKind::vit || c.kind == ModelKind::custom || c.train.seq_len <= context,
+           "config",
+           "train.seq_len: expected at most the model's context ", context, ", got ",
+           c.train.seq_len);
+}
+
 }  // namespace
 
 const char* model_kind_name(ModelKind kind) {
@@ -323,64 +415,7 @@ TrainConfig TrainConfig::from_json(const json& j) {
            "model: missing (e.g. {\"type\": \"gpt\", \"preset\": \"gpt-tiny\"})");
   read_model(model, c);
   read_parallel(top.object("parallel"), c);
-  {
-    SectionReader z(top.object("zero"), "zero");
-    c.zero.stage = z.integer("stage", 0, 0, 3);
-    c.zero.offload = z.boolean("offload", false);
-    TS_CHECK(!c.zero.offload || c.zero.stage > 0, "config",
-             "zero.offload keeps the ZeRO optimizer's shards on the host, so it needs zero.stage 1, "
-             "2 or 3, got zero.stage 0; set zero.stage or remove zero.offload");
-    c.zero.bucket_mb = z.number("bucket_mb", 25.0, 1.0 / 1024, 1 << 20);
-    TS_CHECK(!z.has("bucket_mb") || c.zero.stage > 0, "config",
-             "zero.bucket_mb sizes the ZeRO optimizer's gradient buckets, so it needs zero.stage "
-             "1, 2 or 3, got zero.stage 0");
-    c.zero.overlap_step = z.boolean("overlap_step", false);
-    parallel::zero::check_overlap_step(c.zero.overlap_step, c.zero.offload, c.zero.stage,
-                                       parallel::zero::OverlapAsker::config);
-    // Heterogeneous memory for stage 3's parameters (parallel/zero/param_placement.h).
-    c.zero.offload_params = z.boolean("offload_params", false);
-    TS_CHECK(!c.zero.offload_params || (c.zero.stage == 3 && c.zero.offload), "config",
-             "zero.offload_params parks ZeRO stage 3's parameter shards on the host, beside the "
-             "optimizer state zero.offload puts there: expected zero.stage 3 and zero.offload "
-             "true, got zero.stage ", c.zero.stage, " and zero.offload ",
-             c.zero.offload ? "true" : "false");
-    for (const char* key : {"placement", "offload_param_frac", "device_memory_limit", "chunk_mb"})
-      TS_CHECK(!z.has(key) || c.zero.offload_params, "config", "zero.", key,
-               " places parameter chunks on the device or the host, so it needs "
-               "zero.offload_params true; remove it or set zero.offload_params");
-    c.zero.placement = parallel::zero::parse_placement_policy(
-        z.string("placement", "static", {"static", "auto"}), "zero.placement");
-    c.zero.offload_param_frac = z.number("offload_param_frac", 1.0, 0.0, 1.0);
-    TS_CHECK(!z.has("offload_param_frac") ||
-                 c.zero.placement == parallel::zero::PlacementPolicy::static_share,
-             "config",
-             "zero.offload_param_frac is the static placement's share of chunks on the host; "
-             "zero.placement auto decides it from zero.device_memory_limit");
-    if (const json* limit = z.any("device_memory_limit")) {
-      TS_CHECK(limit->is_string() || limit->is_number_integer(), "config",
-               "zero.device_memory_limit: expected a size such as \"8G\" or a number of bytes, "
-               "got ", limit->dump());
-      c.zero.device_memory_limit =
-          limit->is_string()
-              ? parallel::zero::parse_bytes(limit->get<std::string>(), "zero.device_memory_limit")
-              : limit->get<int64_t>();
-    }
-    const bool auto_placed = c.zero.placement == parallel::zero::PlacementPolicy::auto_traced;
-    TS_CHECK(auto_placed == (c.zero.device_memory_limit > 0) || !c.zero.offload_params, "config",
-             "zero.placement auto keeps the device under zero.device_memory_limit: ",
-             auto_placed ? "expected a limit above 0 with it"
-                         : "expected zero.placement auto with a limit");
-    c.zero.chunk_mb = z.number("chunk_mb", 0.0, 0.0, 1 << 20);
-    for (const char* key : {"prefetch", "live_params", "sharded_init"})
-      TS_CHECK(!z.has(key) || c.zero.stage == 3, "config", "zero.", key,
-               " is a ZeRO stage 3 setting (how parameters are built and gathered), got it with "
-               "zero.stage ",
-               c.zero.stage, "; remove it or set zero.stage to 3");
-    c.zero.prefetch = z.integer("prefetch", 1, 0, 16);
-    c.zero.live_params = z.integer("live_params", 4, 2, 1 << 20);
-    c.zero.sharded_init = z.boolean("sharded_init", true);
-    z.done();
-  }
+  read_zero(top.object("zero"), c.zero);
   read_precision(top.object("precision"), c);
   read_train(top.object("train"), c.train);
   read_optimizer(top.object("optimizer"), c);
@@ -393,30 +428,7 @@ TrainConfig TrainConfig::from_json(const json& j) {
   read_checkpoint(top.object("checkpoint"), c.checkpoint);
   read_logging(top.object("logging"), c.logging);
   top.done();
-  TS_CHECK(c.data.type.empty() || c.kind == ModelKind::vit, "config", "data.type: ", c.data.type,
-           " is image data for the ViT trainer, got model.type ", model_kind_name(c.kind));
-  if (c.kind == ModelKind::vit) {
-    TS_CHECK(c.train.seq_len == 0, "config",
-             "train.seq_len: only GPT and BERT read sequences, got ", c.train.seq_len, " for vit");
-  }
-  // The overlapped step updates each range as soon as it is reduced: nothing may rescale the
-  // gradients after backward.
-  TS_CHECK(!c.zero.overlap_step || c.train.grad_clip == 0, "config",
-           "zero.overlap_step steps each gradient range during backward, before the global norm "
-           "exists: expected train.grad_clip 0, got ",
-           c.train.grad_clip, "; set one of them off");
-  TS_CHECK(!c.zero.overlap_step || c.precision.dtype != "f16", "config",
-           "zero.overlap_step steps each gradient range during backward, before the loss scaler "
-           "knows whether any gradient overflowed: expected precision.dtype f32 or bf16, got f16");
-  const std::string opt_type = c.optimizer.value("type", "adamw");
-  TS_CHECK(c.train.device == "cpu" || opt_type == "adam" || opt_type == "adamw", "config",
-           "optimizer.type ", opt_type, ": its update loops run on the CPU only; with train.device ",
-           c.train.device, " use adam or adamw");
-  const int64_t context = c.kind == ModelKind::gpt ? c.gpt.context_length : c.bert.max_positions;
-  TS_CHECK(c.kind == ModelKind::vit || c.kind == ModelKind::custom || c.train.seq_len <= context,
-           "config",
-           "train.seq_len: expected at most the model's context ", context, ", got ",
-           c.train.seq_len);
+  check_sections_agree(c);
   return c;
 }
 
