@@ -11,7 +11,7 @@ GPT::GPT(const GPTConfig& config, const nn::BuildContext& ctx)
     : config_(config),
       seq_(ctx),
       split2d_(ctx),
-      cube_side_(ctx.tensor_3d() ? nn::cube_of(ctx, "GPT").q() : 1),
+      cube_side_(ctx.tensor_3d() ? ctx.cube("GPT").q() : 1),
       sp_(ctx) {
   config.validate();
   const GPTConfig& c = config_;

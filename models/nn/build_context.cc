@@ -24,4 +24,10 @@ parallel::tensor::SummaGrid BuildContext::summa_grid() const {
   return {.row = parallel_->group("2d_row"), .col = parallel_->group("2d_col")};
 }
 
+parallel::tensor::Cube3D BuildContext::cube(const char* op) const {
+  TS_CHECK(parallel_ != nullptr, op,
+           "expected a build context with a parallel context in tensor mode 3d, got a serial one");
+  return parallel::tensor::cube_3d(*parallel_);
+}
+
 }  // namespace tessera::nn

@@ -9,6 +9,7 @@
 #include "core/generator.h"
 #include "parallel/comm/communicator.h"
 #include "parallel/mesh/parallel_context.h"
+#include "parallel/tensor/cube_3d.h"
 #include "parallel/tensor/summa.h"
 
 namespace tessera::nn {
@@ -53,6 +54,10 @@ class BuildContext {
   // "2.5d_col") with the depth ("2.5d_dep") and batch ("2.5d_xz") groups. Throws unless
   // tensor_2d().
   parallel::tensor::SummaGrid summa_grid() const;
+  // 3D mode: the q x q x q cube's input, weight and output groups (see
+  // parallel/tensor/cube_3d.h). Throws unless tensor_3d(), naming `op` (the layer that asks) when
+  // the context is serial.
+  parallel::tensor::Cube3D cube(const char* op) const;
 
  private:
   Generator* gen_;

@@ -30,9 +30,13 @@ Embedding::Embedding(const EmbeddingSpec& spec, Generator& gen, ParallelStyle st
 
 Tensor Embedding::forward(const Tensor& ids) { return embedding(weight_, ids); }
 
-Tensor Embedding::row(int64_t id) {
+void Embedding::check_id(int64_t id) const {
   TS_CHECK(id >= 0 && id < spec_.num_embeddings, type_name(), "expected an id in [0, ",
            spec_.num_embeddings, "), got ", id);
+}
+
+Tensor Embedding::row(int64_t id) {
+  check_id(id);
   return select(weight_, 0, id);
 }
 

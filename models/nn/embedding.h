@@ -35,6 +35,8 @@ class Embedding : public Module {
   // For the vocab-parallel twin: the spec and hint without a table; adopt() registers the shard.
   Embedding(const EmbeddingSpec& spec, ParallelStyle style, std::nullptr_t);
   void adopt(const Tensor& weight, const parallel::tensor::Placement& placement);
+  // row(id)'s check, which every twin runs before any collective: 0 <= id < num_embeddings.
+  void check_id(int64_t id) const;
 
  private:
   static void check_spec(const EmbeddingSpec& spec);

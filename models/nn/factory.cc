@@ -1,26 +1,12 @@
-// Layer factories (see factory.h): validate the parallel hint, build the serial layer or its twin.
+// Layer factories (see factory.h): check the parallel hint, then build what the row of the twin
+// table for the context's tensor mode names (layer_twins.h).
 #include "models/nn/factory.h"
-
-#include "models/nn/sequence_shard.h"
 
 #include <initializer_list>
 
-#include "models/nn/parallel/attention_2d.h"
-#include "models/nn/parallel/attention_3d.h"
-#include "models/nn/parallel/classifier_2d.h"
-#include "models/nn/parallel/classifier_3d.h"
-#include "models/nn/parallel/layer_norm_2d.h"
-#include "models/nn/parallel/layer_norm_3d.h"
-#include "models/nn/parallel/linear_1d.h"
-#include "models/nn/parallel/linear_2d.h"
-#include "models/nn/parallel/linear_3d.h"
-#include "models/nn/parallel/patch_embedding_2d.h"
-#include "models/nn/parallel/patch_embedding_3d.h"
-#include "models/nn/parallel/placement_2d.h"
+#include "models/nn/layer_twins.h"
 #include "models/nn/parallel/sequence_1d.h"
-#include "models/nn/parallel/vocab_1d.h"
-#include "models/nn/parallel/vocab_2d.h"
-#include "models/nn/parallel/vocab_3d.h"
+#include "models/nn/sequence_shard.h"
 
 namespace tessera::nn {
 
@@ -37,35 +23,17 @@ void check_style(const char* factory, ParallelStyle style,
   TS_CHECK(ok, factory, "expected ParallelStyle ", names, ", got ", parallel_style_name(style));
 }
 
-// The 1D, 2D, 2.5D and 3D twins exist today; another mode is refused by name.
-bool one_d(const BuildContext& ctx, const char* factory) {
-  if (!ctx.tensor_parallel() || ctx.tensor_2d() || ctx.tensor_3d()) return false;
-  TS_CHECK(ctx.tensor_mode() == parallel::TensorMode::one_d, factory, "tensor parallelism mode '",
-           ctx.tensor_mode_name(),
-           "' has no layers in this version of Tessera (1d, 2d, 2.5d and 3d do); set "
-           "parallel.tensor.mode to 1d, 2d, 2.5d or 3d");
-  return true;
-}
-
 }  // namespace
 
 std::shared_ptr<Linear> make_linear(const LinearSpec& spec, const BuildContext& ctx,
                                     ParallelStyle style) {
   check_style("make_linear", style,
               {ParallelStyle::none, ParallelStyle::column, ParallelStyle::row});
-  if (ctx.tensor_2d()) return std::make_shared<Linear2D>(spec, ctx, style);  // whatever the hint
-  if (ctx.tensor_3d()) return std::make_shared<Linear3D>(spec, ctx, style);  // whatever the hint
-  if (style != ParallelStyle::none && one_d(ctx, "make_linear")) {
-    if (style == ParallelStyle::column) return std::make_shared<ColumnParallelLinear>(spec, ctx);
-    return std::make_shared<RowParallelLinear>(spec, ctx);
-  }
-  return std::make_shared<Linear>(spec, ctx.generator(), style);
+  return layer_twins(ctx).linear(spec, ctx, style);
 }
 
 std::shared_ptr<Linear> make_classifier(const LinearSpec& spec, const BuildContext& ctx) {
-  if (ctx.tensor_2d()) return std::make_shared<Classifier2D>(spec, ctx);
-  if (ctx.tensor_3d()) return std::make_shared<Classifier3D>(spec, ctx);
-  return make_linear(spec, ctx);
+  return layer_twins(ctx).classifier(spec, ctx);
 }
 
 std::shared_ptr<LayerNorm> make_layer_norm(const LayerNormSpec& spec) {
@@ -73,47 +41,28 @@ std::shared_ptr<LayerNorm> make_layer_norm(const LayerNormSpec& spec) {
 }
 
 std::shared_ptr<LayerNorm> make_layer_norm(const LayerNormSpec& spec, const BuildContext& ctx) {
-  if (ctx.tensor_2d()) return std::make_shared<LayerNorm2D>(spec, ctx);
-  if (ctx.tensor_3d()) return std::make_shared<LayerNorm3D>(spec, ctx);
-  return make_layer_norm(spec);
+  return layer_twins(ctx).layer_norm(spec, ctx);
 }
 
 std::shared_ptr<Embedding> make_embedding(const EmbeddingSpec& spec, const BuildContext& ctx,
                                           ParallelStyle style) {
   check_style("make_embedding", style, {ParallelStyle::none, ParallelStyle::vocab});
-  if (ctx.tensor_2d()) {
-    if (style == ParallelStyle::vocab)
-      return std::make_shared<VocabParallelEmbedding2D>(spec, ctx, style);
-    return std::make_shared<Embedding2D>(spec, ctx, style);
-  }
-  if (ctx.tensor_3d()) {
-    if (style == ParallelStyle::vocab)
-      return std::make_shared<VocabParallelEmbedding3D>(spec, ctx, style);
-    return std::make_shared<Embedding3D>(spec, ctx, style);
-  }
-  if (style == ParallelStyle::vocab && one_d(ctx, "make_embedding"))
-    return std::make_shared<VocabParallelEmbedding>(spec, ctx);
-  return std::make_shared<Embedding>(spec, ctx.generator(), style);
+  return layer_twins(ctx).embedding(spec, ctx, style);
 }
 
 DropoutChunk residual_dropout_chunk(const BuildContext& ctx) {
   const SequenceShard shard(ctx);
-  if (ctx.tensor_2d() || ctx.tensor_3d()) {
-    const DropoutChunk grid = ctx.tensor_2d()
-                                  ? dropout_chunk_2d(ctx.summa_grid())
-                                  : dropout_chunk_3d(cube_of(ctx, "residual_dropout_chunk"));
-    if (!shard.on()) return grid;
-    // The paper's sequence parallelism inside the grid: the sequence chunk along dim 1, the grid's
-    // batch rows and feature columns around it.
-    DropoutChunk c = shard.dropout_chunk();
-    c.batch_parts = grid.batch_parts;
-    c.batch_index = grid.batch_index;
-    c.feature_parts = grid.parts;
-    c.feature_index = grid.index;
-    return c;
-  }
-  if (shard.on()) return shard.dropout_chunk();
-  return SequenceSplit(ctx).dropout_chunk();
+  const std::optional<DropoutChunk> block = layer_twins(ctx).residual_block(ctx);
+  if (!block) return shard.on() ? shard.dropout_chunk() : SequenceSplit(ctx).dropout_chunk();
+  if (!shard.on()) return *block;
+  // The paper's sequence parallelism inside the grid: the sequence chunk along dim 1, the grid's
+  // batch rows and feature columns around it.
+  DropoutChunk c = shard.dropout_chunk();
+  c.batch_parts = block->batch_parts;
+  c.batch_index = block->batch_index;
+  c.feature_parts = block->parts;
+  c.feature_index = block->index;
+  return c;
 }
 
 std::shared_ptr<Dropout> make_dropout(double p, const BuildContext& ctx) {
@@ -122,26 +71,16 @@ std::shared_ptr<Dropout> make_dropout(double p, const BuildContext& ctx) {
 
 std::shared_ptr<MultiHeadAttention> make_attention(const AttentionSpec& spec,
                                                    const BuildContext& ctx) {
-  if (ctx.tensor_2d()) {
-    auto attn = std::make_shared<MultiHeadAttention2D>(spec, ctx);
-    set_dropout_chunks(*attn, residual_dropout_chunk(ctx));
-    return attn;
-  }
-  if (ctx.tensor_3d()) {
-    auto attn = std::make_shared<MultiHeadAttention3D>(spec, ctx);
-    set_dropout_chunks(*attn, residual_dropout_chunk(ctx));
-    return attn;
-  }
-  one_d(ctx, "make_attention");
-  // Under sequence parallelism the output projection's dropout sees this rank's positions (a
-  // Block sets the same chunk; a model that builds its own blocks gets it here).
-  auto attn = std::make_shared<MultiHeadAttention>(spec, ctx);
+  auto attn = layer_twins(ctx).attention(spec, ctx);
+  // Its output projection's dropout acts on the residual stream: this rank's block of it (2D,
+  // 3D) or its positions (sequence parallelism). A Block sets the same chunk; a model that builds
+  // its own blocks gets it here.
   set_dropout_chunks(*attn, residual_dropout_chunk(ctx));
   return attn;
 }
 
 std::shared_ptr<MLP> make_mlp(const MLPSpec& spec, const BuildContext& ctx) {
-  auto mlp = std::make_shared<MLP>(spec, ctx);  // its linears split under 1d and 2d
+  auto mlp = std::make_shared<MLP>(spec, ctx);  // its linears split under every mode
   // Its dropout acts on the residual stream: this rank's block of it (2D, 3D) or its positions
   // (sequence parallelism).
   set_dropout_chunks(*mlp, residual_dropout_chunk(ctx));
@@ -149,15 +88,12 @@ std::shared_ptr<MLP> make_mlp(const MLPSpec& spec, const BuildContext& ctx) {
 }
 
 std::shared_ptr<Block> make_block(const BlockSpec& spec, const BuildContext& ctx) {
-  one_d(ctx, "make_block");
-  return std::make_shared<Block>(spec, ctx);  // its layers split under 1d and 2d
+  return std::make_shared<Block>(spec, ctx);  // its layers split under every mode
 }
 
 std::shared_ptr<PatchEmbedding> make_patch_embedding(const PatchEmbeddingSpec& spec,
                                                      const BuildContext& ctx) {
-  if (ctx.tensor_2d()) return std::make_shared<PatchEmbedding2D>(spec, ctx);
-  if (ctx.tensor_3d()) return std::make_shared<PatchEmbedding3D>(spec, ctx);
-  return std::make_shared<PatchEmbedding>(spec, ctx);
+  return layer_twins(ctx).patch_embedding(spec, ctx);
 }
 
 std::shared_ptr<ClassificationHead> make_classification_head(const ClassificationHeadSpec& spec,
@@ -168,11 +104,7 @@ std::shared_ptr<ClassificationHead> make_classification_head(const Classificatio
 std::shared_ptr<LMHead> make_lm_head(const LMHeadSpec& spec, const BuildContext& ctx,
                                      ParallelStyle style) {
   check_style("make_lm_head", style, {ParallelStyle::none, ParallelStyle::vocab});
-  if (ctx.tensor_2d()) return std::make_shared<VocabParallelLMHead2D>(spec, ctx, style);
-  if (ctx.tensor_3d()) return std::make_shared<VocabParallelLMHead3D>(spec, ctx, style);
-  if (style == ParallelStyle::vocab && one_d(ctx, "make_lm_head"))
-    return std::make_shared<VocabParallelLMHead>(spec, ctx);
-  return std::make_shared<LMHead>(spec, ctx.generator(), style);
+  return layer_twins(ctx).lm_head(spec, ctx, style);
 }
 
 std::shared_ptr<LMHead> make_tied_lm_head(const LMHeadSpec& spec, const Tensor& tied_weight,
@@ -184,29 +116,7 @@ std::shared_ptr<LMHead> make_tied_lm_head(const LMHeadSpec& spec, const Tensor& 
 std::shared_ptr<LMHead> make_tied_lm_head(const LMHeadSpec& spec, const Embedding& embedding,
                                           const BuildContext& ctx, ParallelStyle style) {
   check_style("make_tied_lm_head", style, {ParallelStyle::none, ParallelStyle::vocab});
-  if (ctx.tensor_2d()) {
-    auto* blocks = dynamic_cast<const VocabParallelEmbedding2D*>(&embedding);
-    TS_CHECK(blocks != nullptr, "make_tied_lm_head",
-             "expected a VocabParallelEmbedding2D (make_embedding with ParallelStyle vocab) to "
-             "tie to under tensor parallelism mode '",
-             ctx.tensor_mode_name(), "', got ", embedding.type_name());
-    return std::make_shared<VocabParallelLMHead2D>(spec, *blocks, ctx, style);
-  }
-  if (ctx.tensor_3d()) {
-    auto* pieces = dynamic_cast<const VocabParallelEmbedding3D*>(&embedding);
-    TS_CHECK(pieces != nullptr, "make_tied_lm_head",
-             "expected a VocabParallelEmbedding3D (make_embedding with ParallelStyle vocab) to "
-             "tie to under tensor parallelism mode 3d, got ",
-             embedding.type_name());
-    return std::make_shared<VocabParallelLMHead3D>(spec, *pieces, ctx, style);
-  }
-  if (auto* split = dynamic_cast<const VocabParallelEmbedding*>(&embedding)) {
-    TS_CHECK(style == ParallelStyle::vocab, "make_tied_lm_head",
-             "expected ParallelStyle vocab for a head tied to a vocab-parallel embedding, got ",
-             parallel_style_name(style));
-    return std::make_shared<VocabParallelLMHead>(spec, *split, ctx);
-  }
-  return make_tied_lm_head(spec, embedding.weight(), style);
+  return layer_twins(ctx).tied_lm_head(spec, embedding, ctx, style);
 }
 
 }  // namespace tessera::nn

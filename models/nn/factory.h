@@ -1,6 +1,7 @@
-// Layer factories: the one place models build their layers. Each consults the build context and
-// returns the serial layer or its tensor-parallel twin (a subclass overriding forward), so GPT,
-// BERT and ViT stay written once, serially.
+// Layer factories: the one place models build their layers. Each checks its hint and returns what
+// the row of the twin table for the build context's tensor mode names (layer_twins.h): the serial
+// layer or its tensor-parallel twin (a subclass overriding forward), so GPT, BERT and ViT stay
+// written once, serially.
 //
 // The ParallelStyle hint says which twin a call site wants under 1D tensor parallelism (Megatron's
 // pairing, which needs one collective per pair):

@@ -19,7 +19,7 @@ ClassificationHead::ClassificationHead(const ClassificationHeadSpec& spec, const
     width_ = spec.d_model / ctx.summa_grid().q();
     chunk = dropout_chunk_2d(ctx.summa_grid());
   } else if (ctx.tensor_3d()) {
-    const parallel::tensor::Cube3D cube = cube_of(ctx, "ClassificationHead");
+    const parallel::tensor::Cube3D cube = ctx.cube("ClassificationHead");
     width_ = spec.d_model / (int64_t(cube.q()) * cube.q());
     chunk = dropout_chunk_3d(cube);
   }
@@ -68,6 +68,12 @@ LMHead::LMHead(const LMHeadSpec& spec, const Tensor& tied_weight, ParallelStyle 
   // Registering sets requires_grad, which the owner (e.g. an Embedding) already did.
   weight_ = register_parameter("weight", tied_weight, tied_weight.requires_grad());
   init_bias();
+}
+
+void LMHead::check_tied_to(const EmbeddingSpec& table) const {
+  TS_CHECK(table.num_embeddings == spec_.vocab_size && table.dim == spec_.d_model, type_name(),
+           "expected a tied embedding of (", spec_.vocab_size, ", ", spec_.d_model, "), got (",
+           table.num_embeddings, ", ", table.dim, ")");
 }
 
 void LMHead::init_bias() {

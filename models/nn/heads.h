@@ -9,6 +9,7 @@
 #include "core/generator.h"
 #include "models/nn/build_context.h"
 #include "models/nn/dropout.h"
+#include "models/nn/embedding.h"
 #include "models/nn/layer_norm.h"
 #include "models/nn/linear.h"
 
@@ -90,6 +91,8 @@ class LMHead : public Module {
   LMHead(const LMHeadSpec& spec, ParallelStyle style, bool tied, std::nullptr_t);
   void adopt(const Tensor& weight, const parallel::tensor::Placement& weight_placement,
              const Tensor& bias, const parallel::tensor::Placement& bias_placement);
+  // A twin tied to an embedding's shard checks the whole tables agree: (vocab, d_model).
+  void check_tied_to(const EmbeddingSpec& table) const;
 
  private:
   void init_bias();

@@ -58,7 +58,7 @@ Tensor local_piece(const Tensor& x, const nn::BuildContext& ctx) {
         .contiguous();
   }
   if (ctx.tensor_3d()) {
-    const parallel::tensor::CubeCoords at = nn::cube_of(ctx, "bench tp").coords();
+    const parallel::tensor::CubeCoords at = ctx.cube("bench tp").coords();
     const int64_t rows = b / at.q, cols = c / (int64_t(at.q) * at.q);
     return x.narrow(0, at.i * rows, rows).narrow(2, at.feature_chunk() * cols, cols).contiguous();
   }

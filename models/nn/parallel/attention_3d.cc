@@ -9,7 +9,7 @@ namespace tessera::nn {
 namespace {
 
 AttentionSplit split_3d(const AttentionSpec& spec, const BuildContext& ctx) {
-  const parallel::tensor::CubeCoords at = cube_of(ctx, "MultiHeadAttention3D").coords();
+  const parallel::tensor::CubeCoords at = ctx.cube("MultiHeadAttention3D").coords();
   const int q2 = at.q * at.q;
   TS_CHECK(spec.n_heads % q2 == 0, "MultiHeadAttention3D", "expected n_heads ", spec.n_heads,
            " divisible by q^2 = ", q2, " (the 3D cube side q = ", at.q,

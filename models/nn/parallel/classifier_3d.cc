@@ -12,7 +12,7 @@ namespace tessera::nn {
 using parallel::tensor::Placement;
 
 Classifier3D::Classifier3D(const LinearSpec& spec, const BuildContext& ctx, ParallelStyle style)
-    : Linear(spec, style, nullptr), cube_(cube_of(ctx, "Classifier3D")) {
+    : Linear(spec, style, nullptr), cube_(ctx.cube("Classifier3D")) {
   TS_CHECK(spec.fused_blocks == 1, "Classifier3D", "expected no fused blocks, got ",
            spec.fused_blocks);
   const Placement wp =

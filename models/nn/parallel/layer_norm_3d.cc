@@ -27,8 +27,8 @@ Placement parameter_placement(const LayerNormSpec& spec, const Cube3D& cube) {
 }  // namespace
 
 LayerNorm3D::LayerNorm3D(const LayerNormSpec& spec, const BuildContext& ctx)
-    : LayerNorm3D(spec, cube_of(ctx, "LayerNorm3D"),
-                  parameter_placement(spec, cube_of(ctx, "LayerNorm3D"))) {}
+    : LayerNorm3D(spec, ctx.cube("LayerNorm3D"),
+                  parameter_placement(spec, ctx.cube("LayerNorm3D"))) {}
 
 LayerNorm3D::LayerNorm3D(const LayerNormSpec& spec, const Cube3D& cube, const Placement& placement)
     : LayerNorm(spec, spec.affine ? ones(placement.local_shape()) : Tensor(), placement,

@@ -10,12 +10,6 @@ namespace tessera::nn {
 
 using parallel::tensor::Placement;
 
-parallel::tensor::Cube3D cube_of(const BuildContext& ctx, const char* op) {
-  TS_CHECK(ctx.parallel() != nullptr, op,
-           "expected a build context with a parallel context in tensor mode 3d, got a serial one");
-  return parallel::tensor::cube_3d(*ctx.parallel());
-}
-
 DropoutChunk dropout_chunk_3d(const parallel::tensor::Cube3D& cube) {
   const parallel::tensor::CubeCoords at = cube.coords();
   return {.dim = -1,
@@ -26,7 +20,7 @@ DropoutChunk dropout_chunk_3d(const parallel::tensor::Cube3D& cube) {
 }
 
 Linear3D::Linear3D(const LinearSpec& spec, const BuildContext& ctx, ParallelStyle style)
-    : Linear(spec, style, nullptr), cube_(cube_of(ctx, "Linear3D")) {
+    : Linear(spec, style, nullptr), cube_(ctx.cube("Linear3D")) {
   const int64_t f = spec.fused_blocks;
   const parallel::tensor::CubeCoords at = cube_.coords();
   const Placement wp = parallel::tensor::weight_placement_3d({spec.out_features, spec.in_features},

@@ -38,9 +38,6 @@ class Linear3D final : public Linear {
   parallel::tensor::Cube3D cube_;
 };
 
-// The cube of a build context that must be tensor-parallel in mode 3d (`op` names the layer).
-parallel::tensor::Cube3D cube_of(const BuildContext& ctx, const char* op);
-
 // Where this rank's piece of the residual stream (B, T, C) lies in the serial tensor, for its
 // Dropouts (masks drawn at global positions): batch chunk i of q, features chunk k q + j of q^2.
 DropoutChunk dropout_chunk_3d(const parallel::tensor::Cube3D& cube);

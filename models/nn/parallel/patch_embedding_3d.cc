@@ -9,7 +9,7 @@ namespace {
 
 // Checked before the proj (a Linear3D) is built, so the message names the patch's features.
 const PatchEmbeddingSpec& checked(const PatchEmbeddingSpec& spec, const BuildContext& ctx) {
-  const int64_t q = cube_of(ctx, "PatchEmbedding3D").q(), q2 = q * q;
+  const int64_t q = ctx.cube("PatchEmbedding3D").q(), q2 = q * q;
   const int64_t features = spec.in_channels * spec.patch_size * spec.patch_size;
   TS_CHECK(features % q2 == 0, "PatchEmbedding3D", "expected a patch's features (in_channels ",
            spec.in_channels, " x patch_size ", spec.patch_size, "^2 = ", features,
@@ -20,7 +20,7 @@ const PatchEmbeddingSpec& checked(const PatchEmbeddingSpec& spec, const BuildCon
 }  // namespace
 
 PatchEmbedding3D::PatchEmbedding3D(const PatchEmbeddingSpec& spec, const BuildContext& ctx)
-    : PatchEmbedding(checked(spec, ctx), ctx), cube_(cube_of(ctx, "PatchEmbedding3D")) {}
+    : PatchEmbedding(checked(spec, ctx), ctx), cube_(ctx.cube("PatchEmbedding3D")) {}
 
 Tensor PatchEmbedding3D::forward(const Tensor& x) {
   TS_CHECK(x.defined() && x.dim() == 4 && x.size(0) % cube_.q() == 0, type_name(),

@@ -22,7 +22,7 @@ parallel::tensor::Placement features_placement_3d(const Shape& shape,
 }
 
 Split3D::Split3D(const BuildContext& ctx) {
-  if (ctx.tensor_3d()) cube_ = cube_of(ctx, "Split3D");
+  if (ctx.tensor_3d()) cube_ = ctx.cube("Split3D");
 }
 
 int64_t Split3D::batch(const Tensor& piece) const {

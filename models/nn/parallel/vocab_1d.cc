@@ -62,8 +62,7 @@ Tensor VocabParallelEmbedding::lookup(const Tensor& ids) {
 }
 
 Tensor VocabParallelEmbedding::row(int64_t id) {
-  TS_CHECK(id >= 0 && id < spec().num_embeddings, type_name(), "expected an id in [0, ",
-           spec().num_embeddings, "), got ", id);
+  check_id(id);
   const Tensor ids = from_vector<int64_t>({id}, {1}, weight().device());
   return parallel::tensor::reduce_from_region(select(lookup(ids), 0, 0), group_);
 }
@@ -96,10 +95,7 @@ VocabParallelLMHead::VocabParallelLMHead(const LMHeadSpec& spec,
       shard_(embedding.shard()),
       group_(ctx.tensor_group()),
       sequence_parallel_(ctx.sequence_parallel()) {
-  TS_CHECK(embedding.spec().num_embeddings == spec.vocab_size &&
-               embedding.spec().dim == spec.d_model,
-           type_name(), "expected a tied embedding of (", spec.vocab_size, ", ", spec.d_model,
-           "), got (", embedding.spec().num_embeddings, ", ", embedding.spec().dim, ")");
+  check_tied_to(embedding.spec());
   Placement bp;
   Tensor b = bias_shard(spec, shard_, ctx, bp);
   adopt(embedding.weight(), Placement(), b, bp);

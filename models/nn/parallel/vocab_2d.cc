@@ -100,8 +100,7 @@ Tensor VocabParallelEmbedding2D::forward(const Tensor& ids) {
 }
 
 Tensor VocabParallelEmbedding2D::row(int64_t id) {
-  TS_CHECK(id >= 0 && id < spec().num_embeddings, type_name(), "expected an id in [0, ",
-           spec().num_embeddings, "), got ", id);
+  check_id(id);
   const Tensor ids = from_vector<int64_t>({id}, {1}, weight().device());
   const Tensor partial = select(lookup(ids), 0, 0);  // (C / q), the owner's row or zeros
   // Summed over the grid column forward, and backward too (each rank adds it to its batch chunk).
@@ -130,10 +129,7 @@ VocabParallelLMHead2D::VocabParallelLMHead2D(const LMHeadSpec& spec,
     : LMHead(spec, style, /*tied=*/true, nullptr),
       grid_(ctx.summa_grid()),
       table_(embedding.table_replica()) {
-  TS_CHECK(
-      embedding.spec().num_embeddings == spec.vocab_size && embedding.spec().dim == spec.d_model,
-      type_name(), "expected a tied embedding of (", spec.vocab_size, ", ", spec.d_model,
-      "), got (", embedding.spec().num_embeddings, ", ", embedding.spec().dim, ")");
+  check_tied_to(embedding.spec());
   shard_ = vocab_shard_2d(spec.vocab_size, grid_.grid_col(), grid_);
   const Placement bp = bias_placement(spec.vocab_size, grid_);
   adopt(embedding.weight(), Placement(), spec.bias ? zeros_shard(bp) : Tensor(), bp);
@@ -185,8 +181,7 @@ Tensor Embedding2D::forward(const Tensor& ids) {
 }
 
 Tensor Embedding2D::row(int64_t id) {
-  TS_CHECK(id >= 0 && id < spec().num_embeddings, type_name(), "expected an id in [0, ",
-           spec().num_embeddings, "), got ", id);
+  check_id(id);
   return select(gathered_rows(from_vector<int64_t>({id}, {1}, weight().device())), 0, 0);
 }
 

@@ -83,7 +83,7 @@ Placement columns_placement_3d(int64_t rows, int64_t dim, const CubeCoords& at, 
 
 VocabParallelEmbedding3D::VocabParallelEmbedding3D(const EmbeddingSpec& spec,
                                                    const BuildContext& ctx, ParallelStyle style)
-    : Embedding(spec, style, nullptr), cube_(cube_of(ctx, "VocabParallelEmbedding3D")) {
+    : Embedding(spec, style, nullptr), cube_(ctx.cube("VocabParallelEmbedding3D")) {
   const Placement p =
       table_placement(spec.num_embeddings, spec.dim, cube_.coords(), "VocabParallelEmbedding3D");
   adopt(normal_shard(p, 0.0, spec.init_std, ctx.generator()), p);
@@ -113,8 +113,7 @@ Tensor VocabParallelEmbedding3D::forward(const Tensor& ids) {
 }
 
 Tensor VocabParallelEmbedding3D::row(int64_t id) {
-  TS_CHECK(id >= 0 && id < spec().num_embeddings, type_name(), "expected an id in [0, ",
-           spec().num_embeddings, "), got ", id);
+  check_id(id);
   const CubeCoords at = cube_.coords();
   const int64_t local = spec().dim / (int64_t(at.q) * at.q);
   const Tensor ids = from_vector<int64_t>({id}, {1}, weight().device());
@@ -131,7 +130,7 @@ LMHeadSpec VocabParallelLMHead3D::checked(const LMHeadSpec& spec) {
 
 VocabParallelLMHead3D::VocabParallelLMHead3D(const LMHeadSpec& spec, const BuildContext& ctx,
                                              ParallelStyle style)
-    : LMHead(spec, style, /*tied=*/false, nullptr), cube_(cube_of(ctx, "VocabParallelLMHead3D")) {
+    : LMHead(spec, style, /*tied=*/false, nullptr), cube_(ctx.cube("VocabParallelLMHead3D")) {
   checked(spec);
   const CubeCoords at = cube_.coords();
   const Placement p = table_placement(spec.vocab_size, spec.d_model, at, "VocabParallelLMHead3D");
@@ -146,11 +145,8 @@ VocabParallelLMHead3D::VocabParallelLMHead3D(const LMHeadSpec& spec, const Build
 VocabParallelLMHead3D::VocabParallelLMHead3D(const LMHeadSpec& spec,
                                              const VocabParallelEmbedding3D& embedding,
                                              const BuildContext& ctx, ParallelStyle style)
-    : LMHead(spec, style, /*tied=*/true, nullptr), cube_(cube_of(ctx, "VocabParallelLMHead3D")) {
-  TS_CHECK(
-      embedding.spec().num_embeddings == spec.vocab_size && embedding.spec().dim == spec.d_model,
-      type_name(), "expected a tied embedding of (", spec.vocab_size, ", ", spec.d_model,
-      "), got (", embedding.spec().num_embeddings, ", ", embedding.spec().dim, ")");
+    : LMHead(spec, style, /*tied=*/true, nullptr), cube_(ctx.cube("VocabParallelLMHead3D")) {
+  check_tied_to(embedding.spec());
   checked(spec);
   const Placement bp = spec.bias
                            ? parallel::tensor::vector_placement_3d(spec.vocab_size, cube_.coords(),
@@ -188,7 +184,7 @@ Tensor VocabParallelLMHead3D::loss(const Tensor& x, const Tensor& targets,
 // ---------------------------------------------------------------- Embedding3D
 
 Embedding3D::Embedding3D(const EmbeddingSpec& spec, const BuildContext& ctx, ParallelStyle style)
-    : Embedding(spec, style, nullptr), cube_(cube_of(ctx, "Embedding3D")) {
+    : Embedding(spec, style, nullptr), cube_(ctx.cube("Embedding3D")) {
   const Placement p =
       columns_placement_3d(spec.num_embeddings, spec.dim, cube_.coords(), "Embedding3D");
   adopt(normal_shard(p, 0.0, spec.init_std, ctx.generator()), p);
@@ -205,8 +201,7 @@ Tensor Embedding3D::forward(const Tensor& ids) {
 }
 
 Tensor Embedding3D::row(int64_t id) {
-  TS_CHECK(id >= 0 && id < spec().num_embeddings, type_name(), "expected an id in [0, ",
-           spec().num_embeddings, "), got ", id);
+  check_id(id);
   return select(gathered_rows(from_vector<int64_t>({id}, {1}, weight().device())), 0, 0);
 }
 

@@ -35,7 +35,7 @@ inline tensor::SummaGrid grid_of(const ParallelContext& ctx) {
 }
 inline tensor::Cube3D cube_of(const ParallelContext& ctx) {
   Generator unused(0);
-  return nn::cube_of(nn::BuildContext(unused, &ctx), "test");
+  return nn::BuildContext(unused, &ctx).cube("test");
 }
 
 // make(bctx) twice, from two generators of one seed: under a serial context, then under ctx (the
