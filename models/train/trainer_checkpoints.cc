@@ -35,9 +35,9 @@ void Trainer::init_from_hf(const std::string& dir) {
   if (pipeline_) serial = stage_tensors(serial, dir);
   const Placements placements =
       tensor_parallel() ? model_state_placements(task_->model()) : Placements();
-  update_->load_model(task_->model(),
-                      init_tensors_for_rank(serial, task_->model(), config_.kind, placements, dir),
-                      dir);
+  update_->checkpoint().load_model(
+      task_->model(), init_tensors_for_rank(serial, task_->model(), config_.kind, placements, dir),
+      dir);
   if (std::ostream* os = out()) *os << "weights from Hugging Face " << dir << "\n";
 }
 
@@ -55,16 +55,17 @@ void Trainer::resume(const std::string& dir) {
     ck.model = stage_tensors(ck.model, dir);
     opt = renumber_state(opt, serial_order(), local_order());
   }
-  update_->load_model(task_->model(), cut_named(ck.model, placements), dir);
+  update_->checkpoint().load_model(task_->model(), cut_named(ck.model, placements), dir);
   try {
     io::NamedTensors opt_tensors = opt.tensors;
     if (tensor_parallel()) {
       Placements by_name;
       for (const auto& [name, t] : opt_tensors)
-        by_name.emplace(name, update_->state_placement(name, t, placements, task_->model()));
+        by_name.emplace(name,
+                        update_->checkpoint().state_placement(name, t, placements, task_->model()));
       opt_tensors = cut_named(opt_tensors, by_name);
     }
-    update_->load_state_dict({opt.meta, opt_tensors});
+    update_->checkpoint().load_state_dict({opt.meta, opt_tensors});
   } catch (const std::exception& e) {
     TS_FAIL("checkpoint", dir, ": cannot resume from it: ", error_text(e));
   }
@@ -130,11 +131,11 @@ void Trainer::resume_sharded(const std::string& dir) {
     TS_FAIL("checkpoint", dir, ": cannot resume from it: ", error_text(e));
   }
   // ZeRO reads just its ranges; the plain path whole local tensors.
-  if (update_->load_own_pieces(task_->model(), meta, optimizer_states, read))
+  if (update_->checkpoint().load_own_pieces(task_->model(), meta, optimizer_states, read))
     return restore_run_state(s, dir);
   io::NamedTensors tensors;
   for (const auto& [name, t] : model.state_dict()) tensors.emplace_back(name, read(name, name, 0, -1));
-  update_->load_model(task_->model(), tensors, dir);
+  update_->checkpoint().load_model(task_->model(), tensors, dir);
   try {
     optim::OptimizerState opt{meta, {}};
     for (size_t k = 0; k < order.names.size(); ++k) {
@@ -143,7 +144,7 @@ void Trainer::resume_sharded(const std::string& dir) {
         opt.tensors.emplace_back(optim::state_key(k, what),
                                  read(optimizer_tensor_name(what, param), param, 0, -1));
     }
-    update_->load_state_dict(opt);
+    update_->checkpoint().load_state_dict(opt);
   } catch (const std::exception& e) {
     TS_FAIL("checkpoint", dir, ": cannot resume from it: ", error_text(e));
   }
@@ -204,16 +205,17 @@ void Trainer::save(int64_t step) {
   check_finite_weights(step);
   if (config_.checkpoint.format == "sharded") return save_sharded(step);
   // Collective under ZeRO (gathered from the shards), so before rank 0 goes its own way.
-  optim::OptimizerState opt = update_->state_dict();
+  optim::OptimizerState opt = update_->checkpoint().state_dict();
   io::CheckpointContents ck;
-  ck.model = update_->model_tensors(task_->model());
+  ck.model = update_->checkpoint().model_tensors(task_->model());
   ck.optimizer = opt.tensors;
   if (tensor_parallel()) {
     // Serial names and shapes: every rank takes part in the gathers, rank 0 writes.
     const Placements placements = model_state_placements(task_->model());
     Placements by_name;
     for (const auto& [name, t] : ck.optimizer)
-      by_name.emplace(name, update_->state_placement(name, t, placements, task_->model()));
+      by_name.emplace(name,
+                      update_->checkpoint().state_placement(name, t, placements, task_->model()));
     ck.model = gather_named(ck.model, placements, *context_);
     ck.optimizer = gather_named(ck.optimizer, by_name, *context_);
   }
@@ -267,7 +269,7 @@ std::vector<io::PieceWrite> Trainer::owned_pieces() {
       !context_ || (context_->coord("data") == 0 && context_->coord("sequence") == 0);
   const Placements placements = model_state_placements(model);
   std::vector<io::PieceWrite> out;
-  for (StatePiece& piece : update_->checkpoint_pieces(model)) {
+  for (StatePiece& piece : update_->checkpoint().checkpoint_pieces(model)) {
     if (piece.data_replicated && !data_first) continue;
     auto it = placements.find(piece.param);
     parallel::tensor::Placement p = it != placements.end()
@@ -296,7 +298,8 @@ void Trainer::save_sharded(int64_t step) {
       if (rank0()) io::begin_piece_directory(dir);
     });
     run_agreed(world_.get(), [&] {
-      io::write_rank_pieces(dir, rank, mine, {{"optimizer", update_->named_meta(task_->model())}});
+      io::write_rank_pieces(dir, rank, mine,
+                            {{"optimizer", update_->checkpoint().named_meta(task_->model())}});
     });
     run_agreed(world_.get(), [&] {
       if (!rank0()) return;

@@ -1,22 +1,18 @@
-// What the trainer does between the last backward of a step and the next forward, and the
-// optimizer's part of a checkpoint, behind one interface with two implementations: the plain path
-// (DataParallel's all-reduce, an f32 master of every parameter, one optimizer over them) and ZeRO
-// stages 1-3 (parallel/zero: masters and optimizer state sharded over the data group; stage 2 also
-// gradients, stage 3 also parameters). Both save the same checkpoint format, so either resumes the
-// other's checkpoints; for a sharded checkpoint each hands over the pieces it holds (ZeRO: its flat
-// ranges) and ZeRO reads back only its own ranges.
+// What the trainer does between the last backward of a step and the next forward, behind one
+// interface with two implementations: the plain path (plain_update.cc: DataParallel's all-reduce,
+// an f32 master of every parameter, one optimizer over them) and ZeRO stages 1-3 (zero_update.cc,
+// parallel/zero: masters and optimizer state sharded over the data group; stage 2 also gradients,
+// stage 3 also parameters). Each hands out the optimizer's part of a checkpoint as an adapter of
+// its own (optimizer_checkpoint.h), and ZeRO's lines for the run's header come from zero_report.h.
 #pragma once
 
-#include <functional>
-#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "models/io/checkpoint.h"
 #include "models/nn/module.h"
-#include "models/train/sharded_state.h"
+#include "models/train/optimizer_checkpoint.h"
 #include "optim/clip_grad.h"
 #include "optim/optimizer.h"
 #include "parallel/comm/communicator.h"
@@ -49,41 +45,9 @@ class UpdateEngine {
   // After the step, taken or skipped: the model's parameters from the f32 values, no gradients.
   virtual void finish_step() = 0;
 
-  // Checkpoint pieces, collective under ZeRO. The model's tensors with f32 master values
-  // (model_checkpoint_tensors); loading them into the model and the f32 values.
-  virtual io::NamedTensors model_tensors(const nn::Module& model) = 0;
-  virtual void load_model(nn::Module& model, const io::NamedTensors& tensors,
-                          const std::string& dir) = 0;
-  // The plain optimizer's state ("state.<k>.<name>", k counting the groups' parameters) with
-  // this rank's parameter shapes.
-  virtual optim::OptimizerState state_dict() = 0;
-  virtual void load_state_dict(const optim::OptimizerState& state) = 0;
-  // Under tensor parallelism: where optimizer state tensor `name` lives (its parameter's
-  // placement).
-  virtual parallel::tensor::Placement state_placement(const std::string& name, const Tensor& t,
-                                                      const Placements& model_placements,
-                                                      const nn::Module& model) const = 0;
-  // A sharded checkpoint's part of this rank, without communication: the model's tensors (f32
-  // master values) and the optimizer's state under optimizer_tensor_name(), each the whole local
-  // tensor (the plain path) or this rank's flat range of it (ZeRO's shards).
-  virtual std::vector<StatePiece> checkpoint_pieces(const nn::Module& model) = 0;
-  // The optimizer state's meta keyed by parameter name (named_optimizer_meta), no communication.
-  virtual nlohmann::json named_meta(const nn::Module& model) = 0;
-  // Reads part of a sharded checkpoint's tensor `name`: the flat elements [offset, offset + numel)
-  // of the local tensor of `param`'s placement, or (numel < 0) that whole local tensor.
-  using PieceSource = std::function<Tensor(const std::string& name, const std::string& param,
-                                           int64_t offset, int64_t numel)>;
-  // A sharded resume that reads only this rank's own pieces (ZeRO: its flat ranges of each
-  // parameter, not the whole parameters). meta: optimizer meta in this model's numbering; states:
-  // each parameter's stored optimizer state names. Collective under ZeRO. False when the engine
-  // keeps whole tensors anyway (the plain path): the caller reads them and calls load_model and
-  // load_state_dict.
-  virtual bool load_own_pieces(nn::Module& model, const nlohmann::json& meta,
-                               const std::map<std::string, std::vector<std::string>>& states,
-                               const PieceSource& read) {
-    (void)model, (void)meta, (void)states, (void)read;
-    return false;
-  }
+  // The optimizer's part of a checkpoint (optimizer_checkpoint.h).
+  virtual OptimizerCheckpoint& checkpoint() = 0;
+
   // ZeRO stage 3: the window in which released parameters may be gathered, which every rank opens
   // around the same forward and backward passes (Stage3Params::GatherWindow); elsewhere nothing.
   [[nodiscard]] virtual parallel::zero::Stage3Params::GatherWindow gather_window() {

@@ -19,6 +19,9 @@
 // and bias), and GPT, BERT and ViT give stage 0's losses with live_params 2 and poison on
 // (tests/tools/cli/zero_test.sh): a pointer kept past a release would read NaN.
 //
+// This class gathers and releases; the compute shards' bytes live in a ChunkStore (chunk_store.h)
+// and a ChunkPlacement (chunk_placement.h: device, static or auto) decides where they wait.
+//
 // In-place writes to a gathered parameter (loading a checkpoint into the model) are kept: a
 // parameter whose version moved since its gather is written back into this rank's shard when it
 // is released. The optimizer steps the f32 master shards; update() then rounds them into the
@@ -43,7 +46,8 @@
 #include "core/tensor.h"
 #include "parallel/comm/communicator.h"
 #include "parallel/zero/access_order.h"
-#include "parallel/zero/host_mover.h"
+#include "parallel/zero/chunk_placement.h"
+#include "parallel/zero/chunk_store.h"
 #include "parallel/zero/param_placement.h"
 #include "parallel/zero/zero_plan.h"
 
@@ -137,11 +141,11 @@ class Stage3Params {
   Stage3Placement placement() const;
   // The compute shards are chunks of their own (offload_params): update() takes values from any
   // device.
-  bool chunked() const { return chunked_; }
+  bool chunked() const { return store_->chunked(); }
   const Stage3Options& options() const { return options_; }
   const AccessOrder& access_order() const { return order_; }
   int64_t live() const { return int64_t(live_.size()); }
-  const Stage3Stats& stats() const { return stats_; }
+  Stage3Stats stats() const;
   void reset_stats();
 
  private:
@@ -150,27 +154,9 @@ class Stage3Params {
     std::vector<WorkPtr> works;
   };
   struct Slot;  // the per-parameter callback target, shared with the materializers
-  // Shard elements [begin, begin + numel) of a group in the parameters' dtype; the tensor's device
-  // is where they live (the compute device, or the host under offload_params).
-  struct Chunk {
-    int64_t begin = 0;
-    int64_t numel = 0;
-    Tensor data;
-    Tensor copy;  // auto: a device copy of the host chunk while the schedule keeps one
-  };
 
-  // The chunk of group g holding shard elements [offset, offset + numel).
-  const Chunk& chunk_of(size_t g, int64_t offset, int64_t numel) const;
-  // That piece where a read finds it: the chunk's device copy if it has one, else the chunk.
-  Tensor shard_piece(size_t g, int64_t offset, int64_t numel) const;
-  void place_chunks(const std::vector<bool>& on_host);
-  // auto, at the end of the warm-up step: the chunks that fit under the limit at every moment
-  // get device copies, and the in-step schedule is made from the warm-up's trace.
-  void place_after_warmup();
-  // auto: makes and drops device copies so that exactly `on_device` chunks have one.
-  void apply_copies(const std::vector<bool>& on_device);
-  std::vector<bool> copies_held() const;
-
+  void check_options(const ZeroPlan& plan, const std::vector<Tensor>& masters) const;
+  void release_parameters();
   void materialize(size_t p, Storage& storage);
   Gather start_gather(size_t p);
   void release(size_t p);
@@ -181,22 +167,10 @@ class Stage3Params {
   std::vector<std::string> names_;
   std::vector<size_t> group_of_;
   std::vector<std::vector<OwnedPiece>> owners_;  // per parameter
-  std::vector<std::vector<ShardPiece>> mine_;    // per group: this rank's pieces
-  std::vector<std::vector<Chunk>> chunks_;       // per group, in shard order
-  bool chunked_ = false;                         // offload_params: chunks of their own
-  // Host chunks' home (pinned on a GPU) and their moves to the device, on a copy stream there.
-  HostMover mover_;
-  bool warming_up_ = false;  // auto, until the first training window ends
-  int64_t warmup_peak_ = 0;
-  // auto: the warm-up's device peak before the first gather, and after each until the next
-  // (the window's end after the last); then the in-step schedule, each record position's chunks
-  // and copy budget, and the budget between windows (the whole step's).
-  std::vector<int64_t> trace_;
-  std::optional<ChunkSchedule> schedule_;
-  std::vector<std::vector<size_t>> reads_at_;
-  std::vector<int64_t> budget_at_;
-  int64_t rest_budget_ = 0;
   Stage3Options options_;
+  // The compute shards, and where their chunks live between uses.
+  std::unique_ptr<ChunkStore> store_;
+  std::unique_ptr<ChunkPlacement> placement_;
   std::thread::id owner_thread_;
   std::shared_ptr<Slot> slot_;
   int open_windows_ = 0;  // GatherWindows alive
@@ -205,7 +179,7 @@ class Stage3Params {
   std::vector<uint64_t> version_;   // per parameter: its version when gathered
   std::map<size_t, Gather> ahead_;  // gathers started ahead of use
   AccessOrder order_;
-  Stage3Stats stats_;
+  Stage3Stats stats_;  // the gather counters (the chunk moves are the store's)
 };
 
 }  // namespace tessera::parallel::zero
