@@ -12,26 +12,11 @@
 #include "core/factory.h"
 #include "optim/param_math.h"
 #include "parallel/zero/offload.h"
+#include "parallel/comm/rank_sum.h"
 #include "parallel/zero/overlap_rules.h"
 
 namespace tessera::parallel::zero {
 
-namespace {
-
-// Exact and the same on every rank: doubles travel as their bits and are added in rank order.
-double sum_over(Communicator& comm, double local) {
-  if (comm.size() == 1) return local;
-  Tensor mine = empty({1}, {.dtype = DType::i64});
-  std::memcpy(mine.data_ptr(), &local, sizeof local);
-  Tensor all = empty({comm.size()}, {.dtype = DType::i64});
-  comm.all_gather(mine, all)->wait();
-  const auto* bits = static_cast<const double*>(all.data_ptr());
-  double total = 0;
-  for (int r = 0; r < comm.size(); ++r) total += bits[r];
-  return total;
-}
-
-}  // namespace
 
 void check_zero_optimizer(const std::string& type, const std::string& key, int stage) {
   TS_CHECK(type == "sgd" || type == "adam" || type == "adamw", "config", key, " ", type,
@@ -132,7 +117,8 @@ double ShardedOptimizer::clip_grad_norm(double max_norm, const optim::SumReducer
            "expected gradients not yet stepped, got them after an overlapped step "
            "(ZeroOptions::overlap_step stepped each shard range as its reduction completed); "
            "clipping needs the step after backward: turn overlap_step off");
-  double sq = sum_over(*layout_->comm, local_grad_sq_sum(counted));
+  // Exact and the same on every rank (parallel/comm/rank_sum.h).
+  double sq = sum_over_ranks(layout_->comm.get(), {local_grad_sq_sum(counted)})[0];
   if (reduce_more) sq = reduce_more(sq);
   const double norm = std::sqrt(sq);
   if (!std::isfinite(norm)) return norm;
