@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "models/train/block_shape.h"
 #include "parallel/zero/offload.h"
 #include "parallel/zero/sharded_optimizer.h"
 
@@ -62,21 +63,10 @@ void check_2d(const TrainConfig& c) {
   const int q = grid_side(c.parallel);
   const int64_t q2 = int64_t(q) * q;
   const std::string on_grid = grid_text(c.parallel);
-  int64_t d = 0, heads = 0, hidden = 0;
-  switch (c.kind) {
-    case ModelKind::gpt:
-      d = c.gpt.d_model, heads = c.gpt.n_heads, hidden = c.gpt.mlp_hidden;
-      break;
-    case ModelKind::bert:
-      d = c.bert.d_model, heads = c.bert.n_heads, hidden = c.bert.mlp_hidden;
-      break;
-    case ModelKind::vit:
-      d = c.vit.d_model, heads = c.vit.n_heads, hidden = c.vit.mlp_hidden;
-      break;
-    case ModelKind::custom:
-      return;  // not called: check_supported leaves a custom model's shapes to its layers
-  }
-  if (hidden == 0) hidden = 4 * d;
+  // A custom model: not called (check_supported leaves its shapes to its layers).
+  const std::optional<BlockShape> shape = block_shape(c);
+  if (!shape) return;
+  const int64_t d = shape->d_model, heads = shape->n_heads, hidden = shape->mlp_hidden;
   TS_CHECK(d % q2 == 0, "config", on_grid, ": expected model.d_model ", d,
            " divisible by q^2 = ", q2,
            " (the features split over the grid columns, biases and LayerNorm weights over all ", q2,
@@ -102,21 +92,10 @@ void check_3d(const TrainConfig& c) {
   const int64_t q = parallel::tensor_grid_dim(c.parallel.tensor), q2 = q * q, q3 = q2 * q;
   const std::string on_cube =
       str_cat("parallel.tensor.mode 3d on a ", q, " x ", q, " x ", q, " cube");
-  int64_t d = 0, heads = 0, hidden = 0;
-  switch (c.kind) {
-    case ModelKind::gpt:
-      d = c.gpt.d_model, heads = c.gpt.n_heads, hidden = c.gpt.mlp_hidden;
-      break;
-    case ModelKind::bert:
-      d = c.bert.d_model, heads = c.bert.n_heads, hidden = c.bert.mlp_hidden;
-      break;
-    case ModelKind::vit:
-      d = c.vit.d_model, heads = c.vit.n_heads, hidden = c.vit.mlp_hidden;
-      break;
-    case ModelKind::custom:
-      return;  // not called: check_supported leaves a custom model's shapes to its layers
-  }
-  if (hidden == 0) hidden = 4 * d;
+  // A custom model: not called (check_supported leaves its shapes to its layers).
+  const std::optional<BlockShape> shape = block_shape(c);
+  if (!shape) return;
+  const int64_t d = shape->d_model, heads = shape->n_heads, hidden = shape->mlp_hidden;
   TS_CHECK(d % q3 == 0, "config", on_cube, ": expected model.d_model ", d,
            " divisible by q^3 = ", q3,
            " (features in q^2 chunks, LayerNorm weights and biases over all ", q3, " ranks)");

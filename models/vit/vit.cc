@@ -8,38 +8,60 @@ namespace tessera::vit {
 
 ViT::ViT(const ViTConfig& config, const nn::BuildContext& ctx)
     : config_(config), seq_(ctx), split2d_(ctx), split3d_(ctx), sp_(ctx) {
-  Generator& gen = ctx.generator();
   config.validate();
+  check_sequence_split();
+  sequence_padding_ = sequence_padding();
+  stage_ = plan_stages(ctx);
+  // Layers this rank does not hold are built aside and dropped, in the serial order, so the
+  // generator draws every held weight at its serial offset: embeddings, blocks, head.
+  build_embeddings(ctx);
+  drop_ = register_module("drop", nn::make_dropout(config_.dropout, ctx));
+  build_blocks(ctx);
+  build_head(ctx);
+}
+
+void ViT::check_sequence_split() const {
   const ViTConfig& c = config_;
   TS_CHECK((c.num_patches() + 1) % seq_.parts() == 0, "ViT",
            "expected the token sequence (num_patches + 1 = ", c.num_patches(),
            " + 1 = ", c.num_patches() + 1, ", image_size ", c.image_size, " / patch_size ",
            c.patch_size, " squared, plus the class token) divisible by parallel.tensor.size ",
            seq_.parts(), " under parallel.tensor.sequence_parallel");
-  if (sp_.on()) {
-    const int64_t tokens = c.num_patches() + 1;
-    sequence_padding_ = (sp_.size() - tokens % sp_.size()) % sp_.size();
-    // Dropout draws the serial masks at the serial layer's (token, feature) and (query, key)
-    // counters, which a padded sequence does not have.
-    TS_CHECK(sequence_padding_ == 0 || (c.dropout == 0.0 && c.attn_dropout == 0.0), "ViT",
-             "expected dropout and attn_dropout 0 when the token sequence (num_patches + 1 = ",
-             c.num_patches(), " + 1 = ", tokens, ") does not divide by parallel.sequence ",
-             sp_.size(), " and is padded to ", tokens + sequence_padding_,
-             " (masked keys), got dropout ", c.dropout, " and attn_dropout ", c.attn_dropout,
-             "; or pick an image_size / patch_size whose (image_size / patch_size)^2 + 1 divides");
-  }
-  // Parameter counts that balance the "parameters" partition (the embeddings on the first stage,
-  // the head on the last).
+}
+
+int64_t ViT::sequence_padding() const {
+  if (!sp_.on()) return 0;
+  const ViTConfig& c = config_;
+  const int64_t tokens = c.num_patches() + 1;
+  const int64_t padding = (sp_.size() - tokens % sp_.size()) % sp_.size();
+  // Dropout draws the serial masks at the serial layer's (token, feature) and (query, key)
+  // counters, which a padded sequence does not have.
+  TS_CHECK(padding == 0 || (c.dropout == 0.0 && c.attn_dropout == 0.0), "ViT",
+           "expected dropout and attn_dropout 0 when the token sequence (num_patches + 1 = ",
+           c.num_patches(), " + 1 = ", tokens, ") does not divide by parallel.sequence ",
+           sp_.size(), " and is padded to ", tokens + padding, " (masked keys), got dropout ",
+           c.dropout, " and attn_dropout ", c.attn_dropout,
+           "; or pick an image_size / patch_size whose (image_size / patch_size)^2 + 1 divides");
+  return padding;
+}
+
+// Parameter counts that balance the "parameters" partition (the embeddings on the first stage,
+// the head on the last).
+nn::PipelineStage ViT::plan_stages(const nn::BuildContext& ctx) const {
+  const ViTConfig& c = config_;
   const int64_t d = c.d_model, hidden = c.mlp_hidden > 0 ? c.mlp_hidden : 4 * d;
   const int64_t block_params = 4 * d * d + 2 * d * hidden + hidden + 9 * d;
   const int64_t patch_params = c.in_channels * c.patch_size * c.patch_size * d + d;
-  stage_ = nn::PipelineStage::plan(ctx, c.n_layers, block_params,
-                                   patch_params + (c.num_patches() + 2) * d,
-                                   2 * d + (d + 1) * c.num_classes);
-  // Layers this rank does not hold are built aside and dropped, in the serial order, so the
-  // generator draws every held weight at its serial offset. The patch embedding is drawn before
-  // the class token and positions but listed after them (a module's own parameters come first in
-  // named_parameters()), so it is recorded after them.
+  return nn::PipelineStage::plan(ctx, c.n_layers, block_params,
+                                 patch_params + (c.num_patches() + 2) * d,
+                                 2 * d + (d + 1) * c.num_classes);
+}
+
+// The patch embedding is drawn before the class token and positions but listed after them (a
+// module's own parameters come first in named_parameters()), so it is recorded after them.
+void ViT::build_embeddings(const nn::BuildContext& ctx) {
+  const ViTConfig& c = config_;
+  Generator& gen = ctx.generator();
   auto patch_embed = nn::make_patch_embedding({.image_height = c.image_size,
                                                .image_width = c.image_size,
                                                .patch_size = c.patch_size,
@@ -78,7 +100,10 @@ ViT::ViT(const ViTConfig& config, const nn::BuildContext& ctx)
     stage_.skip("", [&] { return own; });
     stage_.skip("patch_embed", [&] { return patch_embed; });
   }
-  drop_ = register_module("drop", nn::make_dropout(c.dropout, ctx));
+}
+
+void ViT::build_blocks(const nn::BuildContext& ctx) {
+  const ViTConfig& c = config_;
   h_ = register_module("h", std::make_shared<nn::ModuleList>());
   auto make_block = [&] {
     return nn::make_block({.d_model = c.d_model,
@@ -96,7 +121,11 @@ ViT::ViT(const ViTConfig& config, const nn::BuildContext& ctx)
                           ctx);
   };
   block_slot_ = stage_.build_blocks("h", *h_, c.n_layers, make_block);
-  // The final LayerNorm is per token, so applying it to the class token alone equals ViT's.
+}
+
+// The final LayerNorm is per token, so applying it to the class token alone equals ViT's.
+void ViT::build_head(const nn::BuildContext& ctx) {
+  const ViTConfig& c = config_;
   auto make_head = [&] {
     return nn::make_classification_head({.d_model = c.d_model,
                                          .num_classes = c.num_classes,

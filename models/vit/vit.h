@@ -77,6 +77,14 @@ class ViT : public nn::Module {
   nn::PipelineStage stage_;
   std::vector<int64_t> block_slot_;  // global block index -> position in h_ (-1: not held)
 
+  // The constructor's steps, in the order that draws the serial weights.
+  void check_sequence_split() const;  // tensor.sequence_parallel: N + 1 divides by P
+  int64_t sequence_padding() const;   // parallel.sequence: tokens to append (checked)
+  nn::PipelineStage plan_stages(const nn::BuildContext& ctx) const;
+  void build_embeddings(const nn::BuildContext& ctx);  // patch_embed, cls_token, pos_embed
+  void build_blocks(const nn::BuildContext& ctx);
+  void build_head(const nn::BuildContext& ctx);
+
   Tensor embed(const Tensor& images);  // (B, N + 1, D); sequence parallel: this rank's rows
   Tensor run_blocks(Tensor x, int64_t begin, int64_t end);
   Tensor head(const Tensor& x);  // the final tokens (sharded or not) -> logits (B, num_classes)

@@ -382,115 +382,130 @@ std::string describe_calls(const CommStats& s) {
   return out.empty() ? "none" : out;
 }
 
-int bench_zero(const std::shared_ptr<Communicator>& world, const Args& a) {
+// Threads per rank (--threads, or the cores divided among the ranks), set for the kernels; rank 0
+// prints the header.
+int start_bench(const std::shared_ptr<Communicator>& world, const Args& a) {
   const int n = world->size();
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = a.threads > 0 ? a.threads : std::max(1, cores / n);
   set_num_threads(threads);
-  const int64_t psi = gpt::gpt_num_parameters(a.config);
   if (world->rank() == 0) {
     std::printf("# tessera bench zero: %d ranks, %s, %u hardware threads, load average %s\n", n,
                 cpu_model().c_str(), std::thread::hardware_concurrency(), load_average().c_str());
   }
-  if (a.device_limit > 0) {
-    print_largest_under_limit({.config = a.config,
-                               .batch = a.batch,
-                               .seq = a.seq,
-                               .device_limit = a.device_limit,
-                               .max_layers = a.max_layers},
-                              world);
-    return 0;
-  }
-  Table table({"precision", "stage", "N", "params B/Psi", "grads B/Psi", "states B/Psi",
+  return threads;
+}
+
+// The model-state table (one row per precision and stage) and its notes, built on every rank
+// (each run is collective), printed by rank 0.
+struct StateReport {
+  Table table{{"precision", "stage", "N", "params B/Psi", "grads B/Psi", "states B/Psi",
                "masters B/Psi", "buffers B/Psi", "model state/rank (MB)", "ZeRO formula",
                "formula (MB)", "measured / formula", "step (ms)", "collectives", "sent/rank (B)",
-               "DP ring 2 Psi (B)", "sent / ring"});
-  for (size_t c = 2; c < 17; ++c)
-    if (c != 9 && c != 13) table.align_right(c);
+               "DP ring 2 Psi (B)", "sent / ring"}};
   std::vector<std::string> notes;
-  for (ZeroPrecision precision : a.precisions) {
-    const int64_t itemsize = precision == ZeroPrecision::f32 ? 4 : 2;
-    for (int stage = 0; stage <= 3; ++stage) {
-      const StateTerms f = zero_formula(precision, stage, n);
-      const std::string text = zero_formula_text(precision, stage);
-      const double formula_bytes = f.total() * double(psi);
-      const int64_t ring = dp_ring_bytes(psi, itemsize, n);
-      const ZeroMeasured m = measure(a, precision, stage, world);
-      TS_CHECK(m.psi == psi, "bench zero", "the model holds ", m.psi, " parameters, expected ",
-               psi);
-      const int64_t total = m.params + m.grads + m.states + m.masters + m.buffers;
-      table.add_row({zero_precision_name(precision), std::to_string(stage), std::to_string(n),
-                     per_psi(m.params, psi, f.params), per_psi(m.grads, psi, f.grads),
-                     per_psi(m.states, psi, f.states), per_psi(m.masters, psi, f.masters),
-                     per_psi(m.buffers, psi, 0), mb(double(total)), text, mb(formula_bytes),
-                     ratio(double(total), formula_bytes), format_number(m.seconds * 1e3, 1),
-                     describe_calls(m.step), std::to_string(m.sent), std::to_string(ring),
-                     ratio(double(m.sent), double(ring))});
-      notes.push_back(str_cat("- ", zero_precision_name(precision), " stage ", stage,
-                              ": held after the first step's finish_step ",
-                              mb(double(m.after_step)),
-                              " MB over its start (gradients released, optimizer state kept); "
-                              "warm-up workspace ",
-                              mb(double(m.workspace)), " MB, not counted."));
-      if (stage == 3) {
-        // The ZeRO paper's stage 3 volume: two all-gathers of the parameters (forward, backward)
-        // and a reduce-scatter of the gradients, (N-1)/N of Psi each, in the bytes they move.
-        const double each = double(psi) * double(itemsize) * double(n - 1) / double(n);
-        notes.push_back(str_cat(
-            "- ", zero_precision_name(precision), " stage 3: its parameter gathers received ",
-            m.gathered, " B per rank (", ratio(double(m.gathered), each),
-            " x (N-1)/N Psi; forward and backward gather every weight, backward skips biases and "
-            "norms it does not read) and its gradient reduces sent ",
-            m.reduced, " B (", ratio(double(m.reduced), each),
-            " x): ", ratio(double(m.gathered + m.reduced), each),
-            " x (N-1)/N Psi against the ZeRO paper's 3. Gathered parameters at once: at most ",
-            mb(double(m.gather_bound)),
-            " MB (the live_params + prefetch largest), not in the "
-            "model state (the step's working set)."));
-      }
-    }
-  }
-  if (world->rank() == 0) {
-    std::printf(
-        "\n## ZeRO model state per rank, GPT %s (%lld layers, C=%lld, %lld heads, vocabulary "
-        "%lld; Psi = %lld parameters), AdamW; B=%lld, T=%lld per rank; %d data ranks, %d "
-        "threads per rank\n\n%s\n",
-        a.model.c_str(), static_cast<long long>(a.config.n_layers),
-        static_cast<long long>(a.config.d_model), static_cast<long long>(a.config.n_heads),
-        static_cast<long long>(a.config.vocab_size), static_cast<long long>(psi),
-        static_cast<long long>(a.batch), static_cast<long long>(a.seq), n, threads,
-        table.render().c_str());
-    std::printf(
-        "- B/Psi cells: measured bytes per parameter on the busiest rank (the formula's term in "
-        "parentheses). params: allocator bytes the model holds once built (bf16: converted); stage "
-        "3: "
-        "what this rank keeps of them once the engine released them, its shard (bf16: its own "
-        "bf16 shard; f32: its f32 master shard, so masters shows 0). "
-        "grads: bytes held after the first step's gradient reduction (finish_gradients, before "
-        "the optimizer step) over the step's start: every gradient tensor the step then keeps "
-        "(the model's .grad(), f32 master gradients, shard gradients). states: bytes the first "
-        "AdamW step allocated (m and v). masters: the f32 tensors the optimizer steps that are not "
-        "the model's parameters (f32 master copies or shards), by their sizes. buffers: the rest "
-        "of what the update engine allocated when built (data parallelism's flat gradient "
-        "buckets, kept between steps; no formula term, so 0). model state = the allocator's "
-        "sum of params, grads, states and the engine's allocation (masters + buffers).\n"
-        "- ZeRO formula (issue 12; tools/bench/zero_plan.h): f32 AdamW counts parameters 4, "
-        "gradients 4, m and v 8 bytes per parameter and no master (f32 parameters are their own "
-        "masters); bf16 counts 2 + 2 + 12 (m, v and the f32 master). Stage 1 shards states and "
-        "masters over N, stage 2 also gradients, stage 3 also parameters. A term above its formula "
-        "is memory this "
-        "implementation keeps that the paper's accounting does not.\n"
-        "- sent/rank: bytes the busiest rank sends in one step by the data group's counters "
-        "(ring algorithms, parallel/comm/comm_types.h: all_reduce 2(N-1)/N, all_gather (N-1)/N "
-        "of the output, reduce: each non-owner sends its part, broadcast: the root sends it); DP "
-        "ring 2 Psi = floor(2(N-1)/N x "
-        "Psi x gradient itemsize). Times: median of %d steps after the measured first, slowest "
-        "rank; CPU times are indicative, bytes are exact.\n",
-        a.repeats);
-    for (const std::string& line : notes) std::printf("%s\n", line.c_str());
-  }
-  // Where f32 stage 3's model state lives with offload and parameter offload (static, every chunk
-  // on the host): the device keeps only the step's working set.
+};
+
+// The ZeRO paper's stage 3 volume: two all-gathers of the parameters (forward, backward) and a
+// reduce-scatter of the gradients, (N-1)/N of Psi each, in the bytes they move.
+std::string stage3_volume_note(ZeroPrecision precision, const ZeroMeasured& m, int64_t psi, int n) {
+  const int64_t itemsize = precision == ZeroPrecision::f32 ? 4 : 2;
+  const double each = double(psi) * double(itemsize) * double(n - 1) / double(n);
+  return str_cat(
+      "- ", zero_precision_name(precision), " stage 3: its parameter gathers received ", m.gathered,
+      " B per rank (", ratio(double(m.gathered), each),
+      " x (N-1)/N Psi; forward and backward gather every weight, backward skips biases and "
+      "norms it does not read) and its gradient reduces sent ",
+      m.reduced, " B (", ratio(double(m.reduced), each),
+      " x): ", ratio(double(m.gathered + m.reduced), each),
+      " x (N-1)/N Psi against the ZeRO paper's 3. Gathered parameters at once: at most ",
+      mb(double(m.gather_bound)),
+      " MB (the live_params + prefetch largest), not in the "
+      "model state (the step's working set).");
+}
+
+// One (precision, stage) run: its row beside the formula and its notes.
+void add_stage(StateReport& report, const std::shared_ptr<Communicator>& world, const Args& a,
+               ZeroPrecision precision, int stage, int64_t psi) {
+  const int n = world->size();
+  const int64_t itemsize = precision == ZeroPrecision::f32 ? 4 : 2;
+  const StateTerms f = zero_formula(precision, stage, n);
+  const std::string text = zero_formula_text(precision, stage);
+  const double formula_bytes = f.total() * double(psi);
+  const int64_t ring = dp_ring_bytes(psi, itemsize, n);
+  const ZeroMeasured m = measure(a, precision, stage, world);
+  TS_CHECK(m.psi == psi, "bench zero", "the model holds ", m.psi, " parameters, expected ", psi);
+  const int64_t total = m.params + m.grads + m.states + m.masters + m.buffers;
+  report.table.add_row({zero_precision_name(precision), std::to_string(stage), std::to_string(n),
+                        per_psi(m.params, psi, f.params), per_psi(m.grads, psi, f.grads),
+                        per_psi(m.states, psi, f.states), per_psi(m.masters, psi, f.masters),
+                        per_psi(m.buffers, psi, 0), mb(double(total)), text, mb(formula_bytes),
+                        ratio(double(total), formula_bytes), format_number(m.seconds * 1e3, 1),
+                        describe_calls(m.step), std::to_string(m.sent), std::to_string(ring),
+                        ratio(double(m.sent), double(ring))});
+  report.notes.push_back(str_cat("- ", zero_precision_name(precision), " stage ", stage,
+                                 ": held after the first step's finish_step ",
+                                 mb(double(m.after_step)),
+                                 " MB over its start (gradients released, optimizer state kept); "
+                                 "warm-up workspace ",
+                                 mb(double(m.workspace)), " MB, not counted."));
+  if (stage == 3) report.notes.push_back(stage3_volume_note(precision, m, psi, n));
+}
+
+StateReport measure_model_state(const std::shared_ptr<Communicator>& world, const Args& a,
+                                int64_t psi) {
+  StateReport report;
+  for (size_t c = 2; c < 17; ++c)
+    if (c != 9 && c != 13) report.table.align_right(c);
+  for (ZeroPrecision precision : a.precisions)
+    for (int stage = 0; stage <= 3; ++stage) add_stage(report, world, a, precision, stage, psi);
+  return report;
+}
+
+void print_model_state(const StateReport& report, const Args& a, int64_t psi, int n, int threads) {
+  std::printf(
+      "\n## ZeRO model state per rank, GPT %s (%lld layers, C=%lld, %lld heads, vocabulary "
+      "%lld; Psi = %lld parameters), AdamW; B=%lld, T=%lld per rank; %d data ranks, %d "
+      "threads per rank\n\n%s\n",
+      a.model.c_str(), static_cast<long long>(a.config.n_layers),
+      static_cast<long long>(a.config.d_model), static_cast<long long>(a.config.n_heads),
+      static_cast<long long>(a.config.vocab_size), static_cast<long long>(psi),
+      static_cast<long long>(a.batch), static_cast<long long>(a.seq), n, threads,
+      report.table.render().c_str());
+  std::printf(
+      "- B/Psi cells: measured bytes per parameter on the busiest rank (the formula's term in "
+      "parentheses). params: allocator bytes the model holds once built (bf16: converted); stage "
+      "3: "
+      "what this rank keeps of them once the engine released them, its shard (bf16: its own "
+      "bf16 shard; f32: its f32 master shard, so masters shows 0). "
+      "grads: bytes held after the first step's gradient reduction (finish_gradients, before "
+      "the optimizer step) over the step's start: every gradient tensor the step then keeps "
+      "(the model's .grad(), f32 master gradients, shard gradients). states: bytes the first "
+      "AdamW step allocated (m and v). masters: the f32 tensors the optimizer steps that are not "
+      "the model's parameters (f32 master copies or shards), by their sizes. buffers: the rest "
+      "of what the update engine allocated when built (data parallelism's flat gradient "
+      "buckets, kept between steps; no formula term, so 0). model state = the allocator's "
+      "sum of params, grads, states and the engine's allocation (masters + buffers).\n"
+      "- ZeRO formula (issue 12; tools/bench/zero_plan.h): f32 AdamW counts parameters 4, "
+      "gradients 4, m and v 8 bytes per parameter and no master (f32 parameters are their own "
+      "masters); bf16 counts 2 + 2 + 12 (m, v and the f32 master). Stage 1 shards states and "
+      "masters over N, stage 2 also gradients, stage 3 also parameters. A term above its formula "
+      "is memory this "
+      "implementation keeps that the paper's accounting does not.\n"
+      "- sent/rank: bytes the busiest rank sends in one step by the data group's counters "
+      "(ring algorithms, parallel/comm/comm_types.h: all_reduce 2(N-1)/N, all_gather (N-1)/N "
+      "of the output, reduce: each non-owner sends its part, broadcast: the root sends it); DP "
+      "ring 2 Psi = floor(2(N-1)/N x "
+      "Psi x gradient itemsize). Times: median of %d steps after the measured first, slowest "
+      "rank; CPU times are indicative, bytes are exact.\n",
+      a.repeats);
+  for (const std::string& line : report.notes) std::printf("%s\n", line.c_str());
+}
+
+// Where f32 stage 3's model state lives with offload and parameter offload (static, every chunk
+// on the host): the device keeps only the step's working set. Collective; rank 0 prints.
+Table measure_placements(const std::shared_ptr<Communicator>& world, const Args& a, int64_t psi) {
+  const int n = world->size();
   Table placement({"placement", "N", "device B/Psi", "host B/Psi", "device peak in a step (MB)",
                    "step (ms)", "step / stage 3"});
   for (size_t c = 1; c < 7; ++c) placement.align_right(c);
@@ -504,22 +519,42 @@ int bench_zero(const std::shared_ptr<Communicator>& world, const Args& a) {
                        format_number(double(m.host) / double(psi), 2), mb(double(m.device_peak)),
                        format_number(m.seconds * 1e3, 1), ratio(m.seconds, base)});
   }
-  if (world->rank() == 0) {
-    std::printf(
-        "\n## Heterogeneous memory: f32 stage 3 with zero.offload and zero.offload_params "
-        "(static, every parameter chunk on the host)\n\n%s\n"
-        "- device / host B/Psi: bytes per parameter the busiest rank holds after the first step "
-        "(its gradients released), counted from before the model was built, on the device (CPU "
-        "domain 0) and in the offload host domain (counted apart by the allocator). Stage 3 keeps "
-        "its f32 shard and AdamW state, 12 / N, on the device; offload moves the masters and the "
-        "state to the host and keeps a device copy of the compute shard (4 / N); offload_params "
-        "moves that too, so the device keeps none. device peak: the most a step adds on the "
-        "device (activations, gathered parameters, gradients in flight). overlap_step: the host "
-        "steps each shard range as its bucket is reduced, on a worker thread, while backward "
-        "goes on (same numbers); on a GPU the backward leaves the host's cores free for it, "
-        "here the two share the CPU's cores.\n",
-        placement.render().c_str());
+  return placement;
+}
+
+void print_placements(const Table& placement) {
+  std::printf(
+      "\n## Heterogeneous memory: f32 stage 3 with zero.offload and zero.offload_params "
+      "(static, every parameter chunk on the host)\n\n%s\n"
+      "- device / host B/Psi: bytes per parameter the busiest rank holds after the first step "
+      "(its gradients released), counted from before the model was built, on the device (CPU "
+      "domain 0) and in the offload host domain (counted apart by the allocator). Stage 3 keeps "
+      "its f32 shard and AdamW state, 12 / N, on the device; offload moves the masters and the "
+      "state to the host and keeps a device copy of the compute shard (4 / N); offload_params "
+      "moves that too, so the device keeps none. device peak: the most a step adds on the "
+      "device (activations, gathered parameters, gradients in flight). overlap_step: the host "
+      "steps each shard range as its bucket is reduced, on a worker thread, while backward "
+      "goes on (same numbers); on a GPU the backward leaves the host's cores free for it, "
+      "here the two share the CPU's cores.\n",
+      placement.render().c_str());
+}
+
+int bench_zero(const std::shared_ptr<Communicator>& world, const Args& a) {
+  const int threads = start_bench(world, a);
+  if (a.device_limit > 0) {
+    print_largest_under_limit({.config = a.config,
+                               .batch = a.batch,
+                               .seq = a.seq,
+                               .device_limit = a.device_limit,
+                               .max_layers = a.max_layers},
+                              world);
+    return 0;
   }
+  const int64_t psi = gpt::gpt_num_parameters(a.config);
+  const StateReport state = measure_model_state(world, a, psi);
+  if (world->rank() == 0) print_model_state(state, a, psi, world->size(), threads);
+  const Table placement = measure_placements(world, a, psi);
+  if (world->rank() == 0) print_placements(placement);
   return 0;
 }
 
