@@ -48,7 +48,8 @@ std::vector<int> ParallelContext::group_ranks(const std::string& name) const {
 
 std::string ParallelContext::describe_tensor() const {
   std::string groups;
-  for (const std::vector<int>& g : group_layout(config_).at("tensor")) {
+  const GroupLayout layout = group_layout(config_);  // outlives the loop over its groups
+  for (const std::vector<int>& g : layout.at("tensor")) {
     groups += groups.empty() ? "" : " ";
     for (size_t i = 0; i < g.size(); ++i) groups += (i ? "," : "[") + std::to_string(g[i]);
     groups += "]";
