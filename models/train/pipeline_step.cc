@@ -18,11 +18,10 @@ PipelineStep::PipelineStep(Task& task, const parallel::ParallelContext& context,
   TS_CHECK(task.pipeline_stage() != nullptr, "train",
            "this model cannot be split into pipeline stages; set parallel.pipeline to 1");
   const parallel::ParallelConfig& c = context.config();
-  const parallel::pipeline::ScheduleSpec spec{
-      .kind = c.pipeline_options.schedule,
-      .stages = c.pipeline,
-      .virtual_stages = c.pipeline_options.virtual_stages,
-      .micro_batches = micro_batches};
+  const parallel::pipeline::ScheduleSpec spec{.kind = c.pipeline_options.schedule,
+                                              .stages = c.pipeline,
+                                              .virtual_stages = c.pipeline_options.virtual_stages,
+                                              .micro_batches = micro_batches};
   executor_ = std::make_unique<parallel::pipeline::PipelineExecutor>(context.pipeline_group(), spec,
                                                                      device);
   task_.set_pipeline(executor_.get());

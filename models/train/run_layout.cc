@@ -307,8 +307,7 @@ int64_t resolve_layout(TrainConfig& c, int world_size) {
     const parallel::PipelineOptions& pp = p.pipeline_options;
     const int v = pp.virtual_stages;
     TS_CHECK(micro_batches % parallel::pipeline::micro_batch_multiple(pp.schedule, p.pipeline) == 0,
-             "config",
-             "parallel.pipeline.schedule interleaved needs the micro-batches per step (",
+             "config", "parallel.pipeline.schedule interleaved needs the micro-batches per step (",
              "train.batch_size ", t.batch_size, " / (train.micro_batch_size ", t.micro_batch_size,
              " x data ", p.data, ") = ", micro_batches, ") divisible by parallel.pipeline ",
              p.pipeline);

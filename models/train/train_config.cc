@@ -303,8 +303,8 @@ void read_param_placement(SectionReader& z, ZeroSection& zero) {
   TS_CHECK(!zero.offload_params || (zero.stage == 3 && zero.offload), "config",
            "zero.offload_params parks ZeRO stage 3's parameter shards on the host, beside the "
            "optimizer state zero.offload puts there: expected zero.stage 3 and zero.offload "
-           "true, got zero.stage ", zero.stage, " and zero.offload ",
-           zero.offload ? "true" : "false");
+           "true, got zero.stage ",
+           zero.stage, " and zero.offload ", zero.offload ? "true" : "false");
   for (const char* key : {"placement", "offload_param_frac", "device_memory_limit", "chunk_mb"})
     TS_CHECK(!z.has(key) || zero.offload_params, "config", "zero.", key,
              " places parameter chunks on the device or the host, so it needs "
@@ -320,7 +320,8 @@ void read_param_placement(SectionReader& z, ZeroSection& zero) {
   if (const json* limit = z.any("device_memory_limit")) {
     TS_CHECK(limit->is_string() || limit->is_number_integer(), "config",
              "zero.device_memory_limit: expected a size such as \"8G\" or a number of bytes, "
-             "got ", limit->dump());
+             "got ",
+             limit->dump());
     zero.device_memory_limit =
         limit->is_string()
             ? parallel::zero::parse_bytes(limit->get<std::string>(), "zero.device_memory_limit")
@@ -379,12 +380,12 @@ void check_sections_agree(const TrainConfig& c) {
            "knows whether any gradient overflowed: expected precision.dtype f32 or bf16, got f16");
   const std::string opt_type = c.optimizer.value("type", "adamw");
   TS_CHECK(c.train.device == "cpu" || opt_type == "adam" || opt_type == "adamw", "config",
-           "optimizer.type ", opt_type, ": its update loops run on the CPU only; with train.device ",
-           c.train.device, " use adam or adamw");
+           "optimizer.type ", opt_type,
+           ": its update loops run on the CPU only; with train.device ", c.train.device,
+           " use adam or adamw");
   const int64_t context = c.kind == ModelKind::gpt ? c.gpt.context_length : c.bert.max_positions;
   TS_CHECK(c.kind == ModelKind::vit || c.kind == ModelKind::custom || c.train.seq_len <= context,
-           "config",
-           "train.seq_len: expected at most the model's context ", context, ", got ",
+           "config", "train.seq_len: expected at most the model's context ", context, ", got ",
            c.train.seq_len);
 }
 

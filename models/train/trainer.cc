@@ -33,10 +33,10 @@
 #include "models/train/interrupt.h"
 #include "models/train/pipeline_state.h"
 #include "models/train/pipeline_step.h"
-#include "models/train/step_profile.h"
 #include "models/train/progress.h"
 #include "models/train/run_layout.h"
 #include "models/train/sharded_state.h"
+#include "models/train/step_profile.h"
 #include "models/train/task.h"
 #include "models/train/train_device.h"
 #include "models/train/train_state.h"
@@ -178,10 +178,10 @@ std::unique_ptr<UpdateEngine> Trainer::make_update(std::vector<Tensor> zero_mast
        .groups = param_groups(model),
        .optimizer = config_.optimizer,
        .grad_group = grad_group,
-       .completed_after_backward = pipeline_ ? pipeline_->tied_parameters_held()
-                                             : std::vector<std::string>(),
-       .sync_groups = pipeline_ ? pipeline_->chunk_parameters()
-                                : std::vector<std::vector<std::string>>(),
+       .completed_after_backward =
+           pipeline_ ? pipeline_->tied_parameters_held() : std::vector<std::string>(),
+       .sync_groups =
+           pipeline_ ? pipeline_->chunk_parameters() : std::vector<std::vector<std::string>>(),
        .zero_stage = int(config_.zero.stage),
        .zero_offload = config_.zero.offload,
        .zero_overlap_step = config_.zero.overlap_step,
@@ -250,8 +250,8 @@ double Trainer::train_step(int64_t step, StepStats& stats) {
   // the layers in the schedule's order draws the serial run's masks (nn::MicroBatchDropout).
   const uint64_t dropout_key =
       rng_seed(config_, data_rank_) ^ (0xD1B54A32D192ED03ull * uint64_t(step + 1));
-  const double local_loss = runner_->forward_backward(
-      config_.train.micro_batch_size, dropout_key, [&](Tensor loss) {
+  const double local_loss =
+      runner_->forward_backward(config_.train.micro_batch_size, dropout_key, [&](Tensor loss) {
         if (accum_ > 1) loss = mul(loss, 1.0 / double(accum_));
         return scaler_ ? scaler_->scale_loss(loss) : loss;
       });
@@ -294,13 +294,11 @@ double Trainer::train_step(int64_t step, StepStats& stats) {
 // value, so all fail together on a non-finite one; the loss scaler cannot help there, since the
 // forward pass that made this loss does not depend on the scale.
 double Trainer::agreed_loss(double local_loss, int64_t step) {
-  const double loss =
-      sum_over_ranks(data_group(), {local_loss})[0] / double(accum_ * replicas());
+  const double loss = sum_over_ranks(data_group(), {local_loss})[0] / double(accum_ * replicas());
   run_agreed(world_.get(), [&] {
-    TS_CHECK(
-        std::isfinite(loss), "train", "the loss is ", loss, " at step ", step + 1,
-        ": training diverged (lower optimizer.lr, set train.grad_clip, or use precision.dtype "
-        "f32); not training on garbage");
+    TS_CHECK(std::isfinite(loss), "train", "the loss is ", loss, " at step ", step + 1,
+             ": training diverged (lower optimizer.lr, set train.grad_clip, or use precision.dtype "
+             "f32); not training on garbage");
   });
   return loss;
 }
@@ -315,10 +313,9 @@ double Trainer::clip_gradients(int64_t step, double loss) {
       tensor_parallel() ? context_->tensor_group().get() : nullptr;
   parallel::Communicator* pipeline_group =
       pipeline_ ? context_->pipeline_group().get() : nullptr;
-  const double norm =
-      update_->clip_grad_norm(config_.train.grad_clip, counted, [&](double local) {
-        return sum_over_ranks(pipeline_group, sum_over_ranks(tensor_group, {local}))[0];
-      });
+  const double norm = update_->clip_grad_norm(config_.train.grad_clip, counted, [&](double local) {
+    return sum_over_ranks(pipeline_group, sum_over_ranks(tensor_group, {local}))[0];
+  });
   run_agreed(world_.get(), [&] {
     TS_CHECK(scaler_ || std::isfinite(norm), "train", "the gradient norm is ", norm, " at step ",
              step + 1, " (loss ", loss, "): training diverged");
@@ -478,7 +475,8 @@ TrainSummary Trainer::run() {
   }
   // Model parallel or ZeRO stage 3: the sample's forward passes are collective (stage 3 gathers
   // the parameters), so every rank runs them.
-  const bool collective = (context_ && context_->forward_is_collective()) || config_.zero.stage == 3;
+  const bool collective =
+      (context_ && context_->forward_is_collective()) || config_.zero.stage == 3;
   if ((rank0() && options_.out) || collective) {
     std::ostringstream discarded;
     const auto gathers = update_->gather_window();

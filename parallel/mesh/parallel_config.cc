@@ -148,7 +148,8 @@ ParallelConfig ParallelConfig::from_json(const nlohmann::json& j) {
         if (skey == "size") {
           c.sequence = read_int(svalue, "sequence.size");
         } else if (skey == "mode") {
-          c.sequence_mode = read_choice(svalue, "sequence.mode", kSequenceModes, sequence::mode_name);
+          c.sequence_mode =
+              read_choice(svalue, "sequence.mode", kSequenceModes, sequence::mode_name);
         } else if (skey == "layout") {
           TS_CHECK(svalue.is_string(), "config",
                    "expected parallel.sequence.layout to be a string, got ", svalue.dump());

@@ -54,22 +54,20 @@ std::string ParallelContext::describe_tensor() const {
     for (size_t i = 0; i < g.size(); ++i) groups += (i ? "," : "[") + std::to_string(g[i]);
     groups += "]";
   }
-  return str_cat("tensor parallel: ", config_.tensor.mode, " over ", config_.tensor.size,
-                 " ranks, groups ", groups,
-                 config_.tensor.sequence_parallel ? ", sequence parallel (activations T / size)"
-                                                  : "");
+  return str_cat(
+      "tensor parallel: ", config_.tensor.mode, " over ", config_.tensor.size, " ranks, groups ",
+      groups, config_.tensor.sequence_parallel ? ", sequence parallel (activations T / size)" : "");
 }
 
 std::string ParallelContext::describe_sequence(int64_t positions) const {
   const int64_t s = config_.sequence;
   const bool zigzag = config_.layout() == sequence::SequenceLayout::zigzag;
-  return str_cat("sequence parallel: ", sequence::mode_name(config_.sequence_mode),
-                 " attention over ", s, " ranks, each holding ", positions / s,
-                 " positions of every sequence",
-                 zigzag ? str_cat(" (zigzag layout: rank r holds chunks r and ", 2 * s - 1,
-                                  " - r of ", 2 * s,
-                                  ", so causal attention costs every rank the same)")
-                        : std::string(", contiguous"));
+  return str_cat(
+      "sequence parallel: ", sequence::mode_name(config_.sequence_mode), " attention over ", s,
+      " ranks, each holding ", positions / s, " positions of every sequence",
+      zigzag ? str_cat(" (zigzag layout: rank r holds chunks r and ", 2 * s - 1, " - r of ", 2 * s,
+                       ", so causal attention costs every rank the same)")
+             : std::string(", contiguous"));
 }
 
 std::vector<std::string> ParallelContext::group_names() const {

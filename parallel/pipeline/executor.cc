@@ -64,8 +64,7 @@ void PipelineExecutor::wait_for(const WorkPtr& work, const char* what, int micro
   // executor polls instead of arming the watchdog, so this message, naming the stage and the
   // micro-batch, comes first.
   const double timeout_s = group_->timeout_s();
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   while (!work->is_completed()) {
     if (std::chrono::steady_clock::now() < deadline) {
       std::this_thread::yield();

@@ -113,9 +113,8 @@ std::vector<BlockRange> explicit_ranges(const std::vector<int64_t>& counts, int6
            " block counts (one per pipeline stage), got ", counts.size());
   int64_t sum = 0;
   for (size_t s = 0; s < counts.size(); ++s) {
-    TS_CHECK(counts[s] >= 1, "partition",
-             "expected every stage to hold at least 1 block, got ", counts[s], " for stage ",
-             s);
+    TS_CHECK(counts[s] >= 1, "partition", "expected every stage to hold at least 1 block, got ",
+             counts[s], " for stage ", s);
     sum += counts[s];
   }
   TS_CHECK(sum == blocks, "partition", "expected block counts summing to the model's ", blocks,
@@ -123,9 +122,8 @@ std::vector<BlockRange> explicit_ranges(const std::vector<int64_t>& counts, int6
   return ranges_of(counts);
 }
 
-std::vector<BlockRange> parameter_ranges(const std::vector<int64_t>& block_params,
-                                         int64_t blocks, int stages, int64_t first_extra,
-                                         int64_t last_extra) {
+std::vector<BlockRange> parameter_ranges(const std::vector<int64_t>& block_params, int64_t blocks,
+                                         int stages, int64_t first_extra, int64_t last_extra) {
   TS_CHECK(int64_t(block_params.size()) == blocks, "partition", "expected ", blocks,
            " block parameter counts, got ", block_params.size());
   TS_CHECK(first_extra >= 0 && last_extra >= 0, "partition",

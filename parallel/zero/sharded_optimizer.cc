@@ -11,12 +11,11 @@
 #include "core/error.h"
 #include "core/factory.h"
 #include "optim/param_math.h"
-#include "parallel/zero/offload.h"
 #include "parallel/comm/rank_sum.h"
+#include "parallel/zero/offload.h"
 #include "parallel/zero/overlap_rules.h"
 
 namespace tessera::parallel::zero {
-
 
 void check_zero_optimizer(const std::string& type, const std::string& key, int stage) {
   TS_CHECK(type == "sgd" || type == "adam" || type == "adamw", "config", key, " ", type,

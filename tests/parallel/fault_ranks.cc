@@ -55,7 +55,8 @@ int main(int argc, char** argv) {
           TS_FAIL("fault_test", "expected '", want, "' on every rank, got '", e.what(), "'");
         world->all_reduce(t)->wait();
         world->barrier()->wait();
-        if (me == 0) std::printf("fault scenario %s: every rank caught the failure\n", scenario.c_str());
+        if (me == 0)
+          std::printf("fault scenario %s: every rank caught the failure\n", scenario.c_str());
         return 0;
       }
       TS_FAIL("fault_test", "expected run_agreed to throw on rank ", me);

@@ -67,8 +67,8 @@ Tensor rows_of(const Tensor& full, const ParallelContext& ctx) {
 
 void check_bert(const ParallelContext& ctx, double dropout, bool token_types) {
   const std::string what =
-      str_cat("BERT ", parallel::sequence::mode_name(ctx.config().sequence_mode), " dropout ", dropout,
-              token_types ? " token types" : "", " on S = ", ctx.sequence_group()->size());
+      str_cat("BERT ", parallel::sequence::mode_name(ctx.config().sequence_mode), " dropout ",
+              dropout, token_types ? " token types" : "", " on S = ", ctx.sequence_group()->size());
   const bert::BertConfig c{.vocab_size = 37,
                            .max_positions = 16,
                            .n_layers = 2,
@@ -114,9 +114,9 @@ vit::ViTConfig tiny_vit(double dropout) {
 }
 
 void check_vit(const ParallelContext& ctx, double dropout) {
-  const std::string what = str_cat("ViT ", parallel::sequence::mode_name(ctx.config().sequence_mode),
-                                   " dropout ", dropout,
-                                   " on S = ", ctx.sequence_group()->size());
+  const std::string what =
+      str_cat("ViT ", parallel::sequence::mode_name(ctx.config().sequence_mode), " dropout ",
+              dropout, " on S = ", ctx.sequence_group()->size());
   const vit::ViTConfig c = tiny_vit(dropout);
   const auto [serial, twin] = make_twins_of<vit::ViT>(ctx, 7, what, c);
   auto x = vit_batch(c, 3);
