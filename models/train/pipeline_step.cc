@@ -90,17 +90,6 @@ std::vector<std::vector<std::string>> PipelineStep::chunk_parameters() const {
   return chunks;
 }
 
-std::vector<bool> PipelineStep::counted_parameters() const {
-  const nn::PipelineStage& stage = *task_.pipeline_stage();
-  const std::vector<std::string> tied = task_.tied_parameters();
-  std::vector<bool> counted;
-  for (const auto& [name, p] : task_.model().named_parameters()) {
-    const bool is_tied = std::find(tied.begin(), tied.end(), name) != tied.end();
-    counted.push_back(!is_tied || stage.holds_embeddings());
-  }
-  return counted;
-}
-
 std::string PipelineStep::describe() const {
   const nn::PipelineStage& stage = *task_.pipeline_stage();
   const parallel::pipeline::ScheduleSpec& spec = executor_->spec();

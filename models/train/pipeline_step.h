@@ -1,7 +1,7 @@
 // The trainer's pipeline-parallel step: the accumulation micro-batches streamed through the
 // schedule of parallel.pipeline (parallel/pipeline/executor.h), the loss summed on the last stage,
-// the tied embedding's gradient summed between the first and last stage, and what the clipping
-// needs to count each parameter of the serial model once.
+// and the tied embedding's gradient summed between the first and last stage (over the embedding
+// group). Which copy of a tied weight counts is param_copies.h's rule.
 #pragma once
 
 #include <functional>
@@ -44,9 +44,6 @@ class PipelineStep {
   // gradients are complete only after reduce_tied_gradients, so the data-parallel reducer takes
   // them last (DataParallelOptions::completed_after_backward).
   std::vector<std::string> tied_parameters_held() const;
-  // Whether each of the model's parameters (named_parameters order) counts in the global norm on
-  // this rank: a tied parameter counts on the first stage only.
-  std::vector<bool> counted_parameters() const;
 
   parallel::pipeline::PipelineExecutor& executor() { return *executor_; }
   // "pipeline: 1f1b over 2 stages, blocks [0,2) [2,4), 4 micro-batches" for the run's header.

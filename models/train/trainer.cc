@@ -6,28 +6,22 @@
 #include "models/train/trainer.h"
 
 #include <chrono>
-#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <exception>
 #include <filesystem>
-#include <map>
 #include <optional>
-#include <set>
 #include <sstream>
 #include <thread>
 #include <tuple>
 #include <utility>
 
-#include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/factory.h"
 #include "core/parallel.h"
 #include "core/profiler.h"
-#include "models/nn/dropout.h"
 #include "models/train/checkpoint_root.h"
 #include "models/train/engine.h"
 #include "models/train/interrupt.h"
