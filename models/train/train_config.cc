@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "models/train/config_reader.h"
-#include "models/train/train_device.h"
+#include "models/train/device_spec.h"
 #include "optim/make_optimizer.h"
 #include "parallel/zero/overlap_rules.h"
 #include "parallel/zero/param_placement.h"

@@ -16,14 +16,6 @@
 
 namespace tessera::train {
 
-void check_device_spec(const std::string& spec, const DeviceSetting& where) {
-  try {
-    (void)parse_device(spec);
-  } catch (const std::exception&) {  // also stoi's out_of_range for a huge N
-    TS_FAIL(where.op, where.key, ": expected \"cpu\", \"cuda\" or \"cuda:N\", got \"", spec, "\"");
-  }
-}
-
 bool cuda_usable() {
 #ifdef TESSERA_CUDA
   return cuda::is_available();

@@ -7,20 +7,10 @@
 #include <string>
 
 #include "core/device.h"
+#include "models/train/device_spec.h"
 #include "parallel/comm/communicator.h"
 
 namespace tessera::train {
-
-// Who asks for a device, for error messages: "[config] train.device ..." for the trainer,
-// "[eval] --device ..." for a command-line flag.
-struct DeviceSetting {
-  const char* op = "config";
-  const char* key = "train.device";
-};
-
-// Throws ValueError "[config] train.device: expected ..." unless spec is "cpu", "cuda" or
-// "cuda:N" (syntax only: config files read on machines without a GPU).
-void check_device_spec(const std::string& spec, const DeviceSetting& where = {});
 
 // Whether this process can train on CUDA, and why not ("" when it can). A build without the CUDA
 // backend (--config=cpu) cannot.
