@@ -84,6 +84,22 @@ void check_2d(const TrainConfig& c) {
   }
 }
 
+// Mode 1d splits the heads, attention's and the MLP's hidden features over the tensor group (the
+// layers refuse the same when built; checked here so a plan and a run refuse alike, before any
+// rank builds anything).
+void check_1d(const TrainConfig& c) {
+  const int64_t t = c.parallel.tensor.size;
+  const std::optional<BlockShape> shape = block_shape(c);
+  if (!shape) return;
+  const std::string on = str_cat("parallel.tensor.mode 1d over ", t, " ranks");
+  TS_CHECK(shape->n_heads % t == 0, "config", on, ": expected model.n_heads ", shape->n_heads,
+           " divisible by parallel.tensor.size ", t, " (each rank computes n_heads / ", t,
+           " heads)");
+  TS_CHECK(shape->mlp_hidden % t == 0, "config", on,
+           ": expected the MLP's hidden size (model.mlp_hidden, or 4 x d_model) ",
+           shape->mlp_hidden, " divisible by parallel.tensor.size ", t);
+}
+
 // Mode 3d cuts the batch over the cube side q, the features and heads in q^2 chunks, every vector
 // parameter (biases, LayerNorm weights, positions' columns, ViT's class token) in q^3; the
 // vocabulary is not padded (the token table is cut as a Linear3D weight, BERT's decoder bias as a
@@ -226,6 +242,7 @@ void check_supported(const TrainConfig& c) {
            "false");
 
   if (p.tensor.size > 1) {
+    if (!custom && p.tensor.mode == parallel::TensorMode::one_d) check_1d(c);
     if (!custom && (p.tensor.mode == parallel::TensorMode::two_d ||
                     p.tensor.mode == parallel::TensorMode::two_point_five_d))
       check_2d(c);

@@ -1,0 +1,216 @@
+// The per-rank memory model (see memory_model.h).
+#include "models/plan/memory_model.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "parallel/mesh/parallel_config.h"
+
+namespace tessera::plan {
+namespace {
+
+using parallel::TensorMode;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// How a block's tensors divide on this rank, per token of the micro-batch the rank sees.
+struct BlockView {
+  int64_t tokens = 0;      // tokens a block's activations hold per micro-batch on this rank
+  double residual = 0;     // features per token of the residual stream and LayerNorms
+  double attention = 0;    // features per token of the qkv projection's output / 3
+  double hidden = 0;       // the MLP's hidden features per token
+  double heads = 0;        // heads on this rank
+  double gathered = 0;     // Megatron's sequence parallelism: the all-gathered LayerNorm outputs
+  double vocab = 0;        // the head's logits per token
+  double split = 1;        // parameters of a block divide by this (tensor layout)
+};
+
+BlockView block_view(const Workload& w, const Layout& l) {
+  const parallel::ParallelConfig& p = l.parallel;
+  const int t = p.tensor.size;
+  const int64_t tokens = l.micro_batch_size * w.seq / p.sequence;
+  BlockView v{tokens, double(w.d_model), double(w.d_model), double(w.mlp_hidden),
+              double(w.n_heads), 0, double(w.vocab), 1};
+  if (t == 1) return v;
+  const int q = parallel::tensor_grid_dim(p.tensor);
+  switch (p.tensor.mode) {
+    case TensorMode::one_d: {
+      const double vocab_pad = double(ceil_div(w.vocab, t) * t);
+      v.attention /= t, v.hidden /= t, v.heads /= t, v.vocab = vocab_pad / t, v.split = t;
+      // Megatron's sequence parallelism: the residual stream in shards; the column-parallel
+      // layers keep their input's shard and gather it again in backward (linear_1d.cc).
+      if (p.tensor.sequence_parallel) v.residual /= t;
+      return v;
+    }
+    case TensorMode::two_d:
+    case TensorMode::two_point_five_d: {
+      const int depth = p.tensor.mode == TensorMode::two_d ? 1 : p.tensor.depth;
+      v.tokens = tokens / (int64_t(depth) * q);
+      v.residual /= q, v.attention /= q, v.hidden /= q, v.heads /= q;
+      v.vocab = double(ceil_div(w.vocab, int64_t(q) * q) * q);  // (rows, V'/q) logit blocks
+      v.split = double(q) * q;
+      return v;
+    }
+    case TensorMode::three_d: {
+      v.tokens = tokens / q;
+      const double q2 = double(q) * q;
+      v.residual /= q2, v.attention /= q2, v.hidden /= q2, v.heads /= q2, v.vocab /= q2;
+      v.split = q2 * q;
+      return v;
+    }
+  }
+  return v;
+}
+
+int64_t act_bytes(const Workload& w) { return int64_t(dtype_size(w.dtype)); }
+
+// Bytes one block saves for backward besides its input (its output counted apart).
+double block_saved_per_token(const BlockView& v, double e) {
+  const double tensors = 3 * v.residual + 3 * v.attention + 2 * v.attention + 2 * v.hidden +
+                         v.gathered;
+  const double stats = 4 * v.residual / std::max(1.0, v.residual) + v.heads;  // LN mean, rstd; lse
+  return tensors * e + stats * 4;
+}
+
+// Bytes the head keeps per token of a micro-batch on the last stage: ln_f's output and
+// statistics, the logits, the loss's log-sum-exp and the i64 targets.
+double head_saved_per_token(const Workload& w, const BlockView& v, double e) {
+  const double outputs = double(w.outputs_per_sample) / double(w.seq);  // ViT: the class token
+  return v.residual * e + 2 * 4 + outputs * (v.vocab * e + 4 + 8);
+}
+
+}  // namespace
+
+int64_t local_parameters(const Workload& w, const Layout& l, const RankPlace& place) {
+  const BlockView v = block_view(w, l);
+  const double d = double(w.d_model);
+  double n = double(place.blocks) * double(w.block_parameters) / v.split;
+  const bool one_d = l.parallel.tensor.size > 1 && l.parallel.tensor.mode == TensorMode::one_d;
+  if (one_d && w.bias) n += double(place.blocks) * 2 * d * (1 - 1 / v.split);  // row biases whole
+  if (one_d) n += double(place.blocks) * 4 * d * (1 - 1 / v.split);  // LayerNorms whole
+  const double table = double(w.embedding_rows) * d / v.split;
+  if (place.first)
+    n += table + double(w.positions) * d / (one_d ? 1 : v.split) +
+         double(w.patch_features + 2) * d / (one_d ? 1 : v.split);
+  if (place.last) {
+    n += 2 * d / (one_d ? 1 : v.split);  // ln_f
+    // A tied head shares the table on one stage; on another stage it holds a copy.
+    if (!w.tied_head || !place.first)
+      n += w.tied_head ? table : double(w.vocab) * (d + 1) / v.split;
+  }
+  return int64_t(n);
+}
+
+// Bytes of one micro-batch's activations that stay on this rank until its backward.
+struct MicroBatchBytes {
+  double input = 0;    // the stage's input: the embeddings' output or the received activation
+  double block = 0;    // one block: what it saves besides its input, plus its output
+  double head = 0;     // the last stage: the head's saved tensors
+  double total(int64_t blocks) const { return input + double(blocks) * block + head; }
+};
+
+MicroBatchBytes micro_batch_bytes(const Workload& w, const Layout& l, const BlockView& v,
+                                  const RankPlace& place) {
+  const double e = double(act_bytes(w)), n = double(v.tokens);
+  MicroBatchBytes b;
+  b.input = n * v.residual * e + (place.first ? n * 8 : 0);  // + the ids (i64)
+  const double own = block_saved_per_token(v, e);
+  // Activation checkpointing keeps a block's input only; its saved tensors come back in backward.
+  b.block = n * (l.checkpoint ? 0.0 : own) + n * v.residual * e;
+  if (place.last) b.head = n * head_saved_per_token(w, v, e);
+  return b;
+}
+
+// The peak while one micro-batch runs backward through this rank's layers, starting from `cur`
+// bytes held; grads_new: the parameter gradients do not exist yet (the step's first backward).
+double backward_peak(const Workload& w, const Layout& l, const BlockView& v,
+                     const RankPlace& place, double cur, bool grads_new, int64_t local_params) {
+  const double e = double(act_bytes(w)), n = double(v.tokens);
+  const double grad_per_block =
+      grads_new ? double(w.block_parameters) / v.split * e : 0.0;
+  double peak = cur;
+  if (place.last) {
+    // Cross-entropy's backward makes the logits' gradient while the logits are still held.
+    const double outputs = double(w.outputs_per_sample) / double(w.seq);
+    peak = std::max(peak, cur + n * outputs * v.vocab * e);
+    const double head_grads =
+        grads_new ? double(local_params) * e - double(place.blocks) * grad_per_block : 0.0;
+    cur += -n * head_saved_per_token(w, v, e) - n * v.residual * e + head_grads +
+           n * v.residual * e;
+  }
+  const double own = block_saved_per_token(v, e);
+  for (int64_t b = 0; b < place.blocks; ++b) {
+    // A checkpointed block first recomputes its forward, saving what the plain one saved.
+    if (l.checkpoint) cur += n * own;
+    // The MLP's output projection's gradients and the hidden gradient of (tokens, hidden).
+    const double proj =
+        grads_new ? double(w.mlp_hidden) * double(w.d_model) / v.split * e : 0.0;
+    peak = std::max(peak, cur + proj + n * v.hidden * e);
+    // Attention's backward: the (tokens, 3 C) gradient of the fused qkv, after the MLP's saved
+    // tensors and the second LayerNorm's are released.
+    const double after_mlp = cur - n * (2 * v.hidden + 2 * v.residual) * e + proj;
+    peak = std::max(peak, after_mlp + n * 3 * v.attention * e);
+    cur += -n * own - n * v.residual * e + grad_per_block;
+  }
+  return peak;
+}
+
+MemoryParts rank_memory(const Workload& w, const Layout& l, const RankPlace& place,
+                        int64_t* host_bytes) {
+  const BlockView v = block_view(w, l);
+  const double e = double(act_bytes(w));
+  const int data = l.parallel.data;
+  const int64_t local = local_parameters(w, l, place);
+  const int64_t shard = ceil_div(local, data);
+  const int stage = int(l.zero.stage);
+  MemoryParts m;
+
+  // Model states: parameters (ZeRO-3: the shard, plus the gathered window), data parallelism's
+  // flat gradient buckets (ZeRO: its reduction buckets), f32 masters of low-precision
+  // parameters and the optimizer's state (ZeRO 1-3: the shard; offload: on the host).
+  m.parameters = int64_t(double(stage == 3 ? shard : local) * e);
+  // ZeRO-3 keeps up to live_params gathered parameters (the largest: an MLP weight).
+  if (stage == 3)
+    m.comm_buffers += int64_t(double(l.zero.live_params) * double(w.mlp_hidden) *
+                              double(w.d_model) / v.split * e);
+  const double grad_bytes = double(local) * e;
+  if (stage == 0 && data > 1) m.gradients += int64_t(grad_bytes);
+  if (stage >= 1 && data > 1)
+    m.gradients += int64_t(std::min(grad_bytes, l.zero.bucket_mb * 1024 * 1024 * 2));
+  const double elements = double(stage >= 1 ? shard : local);
+  const double masters = w.dtype == DType::f32 ? 0.0 : 4.0 * elements;
+  const double state = w.optimizer_bytes * elements;
+  if (l.zero.offload && stage >= 1) {
+    if (host_bytes) *host_bytes = int64_t(masters + state + 4.0 * elements);
+  } else {
+    m.master_weights = int64_t(masters);
+    m.optimizer_state = int64_t(state);
+  }
+  const double states = double(m.parameters + m.gradients + m.master_weights +
+                               m.optimizer_state + m.comm_buffers);
+
+  // Activations: the micro-batches in flight and the walk through backward.
+  const MicroBatchBytes mb = micro_batch_bytes(w, l, v, place);
+  const double per_mb = mb.total(place.blocks);
+  const double n = double(v.tokens);
+  const double pipe_buffers = l.parallel.pipeline > 1 ? 2 * n * v.residual * e : 0.0;
+  const double held = states + pipe_buffers;
+  const double first = backward_peak(w, l, v, place, held + place.in_flight * per_mb, true, local);
+  double peak = first;
+  if (place.micro_batches > 1) {
+    // Later micro-batches run backward with every gradient already allocated.
+    const int later = l.parallel.pipeline > 1 ? place.in_flight : 1;
+    peak = std::max(peak, backward_peak(w, l, v, place, held + later * per_mb + grad_bytes,
+                                        false, local));
+  }
+  // The batch's ids and targets (i64) for every micro-batch of the step.
+  m.other = int64_t(2.0 * 8.0 * double(l.micro_batch_size) * double(w.seq) *
+                    double(place.micro_batches));
+  m.comm_buffers += int64_t(pipe_buffers);
+  m.activations = int64_t(place.in_flight * per_mb);
+  m.temporary = int64_t(peak - held - place.in_flight * per_mb);
+  return m;
+}
+
+}  // namespace tessera::plan
+
