@@ -26,6 +26,9 @@ constexpr const char* kUsage =
     "                                              checksums verified\n"
     "  checkpoint export DIR OUT --format hf       a checkpoint as a Hugging Face directory\n"
     "  checkpoint consolidate DIR OUT [--optimizer] one safetensors file of the serial model\n"
+    "  plan --config FILE --world N [--search]    predict a layout's step time and memory per rank,\n"
+    "                                              or search every layout for the fastest that fits\n"
+    "                                              (plan --help; plan calibrate; plan validate)\n"
     "  bench kernels|train|comm|tp|zero|pp|cuda    benchmarks: kernels and the GPT-2 training step\n"
     "                                              beside PyTorch; comm (mpirun -np N) collectives\n"
     "                                              and data-parallel scaling; tp (mpirun -np N)\n"
@@ -129,6 +132,7 @@ int main(int argc, char** argv) {
   if (command == "eval") return run_eval(rest);
   if (command == "generate") return run_generate(rest);
   if (command == "bench") return run_bench(argv, 2);
+  if (command == "plan") return run_plan(argc, argv, rest);
   if (command == "data") return run_data(rest);
   if (command == "checkpoint") return run_checkpoint(rest);
   std::cerr << "tessera: unknown command '" << command << "'\n" << kUsage;
