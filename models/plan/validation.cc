@@ -151,8 +151,10 @@ Measurement measure_run(const std::vector<nlohmann::json>& records, int warmup_s
   m.step_seconds = median(seconds);
   m.steps_used = int(seconds.size());
   m.peak_bytes_ranks = last->at("peak_bytes_ranks").get<std::vector<int64_t>>();
-  TS_CHECK(!m.peak_bytes_ranks.empty(), "plan validate",
-           "expected a peak per rank in peak_bytes_ranks, got an empty list");
+  TS_CHECK(!m.peak_bytes_ranks.empty() &&
+               *std::min_element(m.peak_bytes_ranks.begin(), m.peak_bytes_ranks.end()) > 0,
+           "plan validate", "expected a positive peak per rank in peak_bytes_ranks, got ",
+           last->at("peak_bytes_ranks").dump());
   const auto peak = std::max_element(m.peak_bytes_ranks.begin(), m.peak_bytes_ranks.end());
   m.peak_bytes = *peak;
   m.peak_rank = int(peak - m.peak_bytes_ranks.begin());
