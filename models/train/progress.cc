@@ -105,6 +105,7 @@ void Progress::step(const StepStats& s) {
                            {"unit", options_.unit},
                            {"throughput", s.seconds > 0 ? double(s.units) / s.seconds : 0.0},
                            {"peak_bytes", s.peak_bytes}};
+  if (!s.peak_bytes_ranks.empty()) record["peak_bytes_ranks"] = s.peak_bytes_ranks;
   if (on_gpu(s)) {
     record["memory_device"] = s.memory_device;
     record["current_bytes"] = s.current_bytes;

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace tessera::train {
 
@@ -23,6 +24,10 @@ struct StepStats {
   double loss_scale = 0;      // f16 runs; 0 otherwise
   int64_t skipped_steps = 0;  // f16 steps skipped for inf/NaN gradients, so far
   int64_t peak_bytes = 0;     // peak memory held by tensors on memory_device (core/allocator.h)
+  // Every world rank's peak_bytes, indexed by world rank, so a layout's memory can be checked on
+  // every rank from outside (the planner's validation). Gathered only for steps that write a
+  // metrics record; empty otherwise (and then left out of the record).
+  std::vector<int64_t> peak_bytes_ranks;
   // Where the model trains: "" or "cpu" (the line shows the CPU's peak), or a GPU ("cuda:0"), whose
   // current and peak bytes the line shows, since there device memory is what runs out.
   std::string memory_device = "cpu";

@@ -5,6 +5,7 @@
 // agreement calls and metric sums stay on the host over MPI.
 #include "models/train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -57,6 +58,17 @@ parallel::zero::ParamPlacement zero_placement(const ZeroSection& z) {
           .host_fraction = z.offload_param_frac,
           .device_limit = z.device_memory_limit,
           .chunk_bytes = int64_t(z.chunk_mb * 1024 * 1024)};
+}
+
+// Every world rank's `value`, indexed by world rank: one all-gather of 8 bytes per rank (no world:
+// this process's value alone). Collective: every rank calls it at the same point of the run.
+std::vector<int64_t> gather_over_world(parallel::Communicator* world, int64_t value) {
+  if (!world || world->size() == 1) return {value};
+  const Tensor local = from_vector<int64_t>({value}, {1});
+  Tensor all = empty({int64_t(world->size())}, {.dtype = DType::i64});
+  world->all_gather(local, all)->wait();
+  const int64_t* values = all.data<int64_t>();
+  return std::vector<int64_t>(values, values + world->size());
 }
 
 }  // namespace
@@ -279,6 +291,11 @@ double Trainer::train_step(int64_t step, StepStats& stats) {
   stats.peak_bytes = memory.peak_bytes;
   stats.current_bytes = memory.current_bytes;
   stats.memory_device = device_.str();
+  // Every rank's peak, for the metrics record only: every rank reads the same logging.metrics (the
+  // config is checked equal across ranks), so all join the gather on the same steps, and a run
+  // without a metrics file pays nothing. After the step's clock stopped, so its time leaves it out.
+  if (!config_.logging.metrics.empty())
+    stats.peak_bytes_ranks = gather_over_world(world_.get(), memory.peak_bytes);
   stats.engine = update_->step_metrics();
   return loss;
 }
@@ -458,6 +475,11 @@ TrainSummary Trainer::run() {
   if (summary_.start_step < step_) save(step_);
   summary_.end_step = step_;
   summary_.skipped_steps = scaler_ ? scaler_->skipped_steps() : 0;
+  // Every rank reaches this point (the loop's steps are agreed), so the gather cannot hang.
+  summary_.peak_bytes_ranks = gather_over_world(world_.get(), memory_stats(device_).peak_bytes);
+  const auto largest =
+      std::max_element(summary_.peak_bytes_ranks.begin(), summary_.peak_bytes_ranks.end());
+  summary_.peak_bytes = *largest;
   if (rank0() && !summary_.losses.empty()) {
     std::ostringstream os;
     os << "done: " << step_ - summary_.start_step << " steps in "
@@ -465,6 +487,10 @@ TrainSummary Trainer::run() {
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count())
        << " | loss " << summary_.losses.front() << " -> " << summary_.losses.back();
     if (scaler_) os << " | " << summary_.skipped_steps << " steps skipped by the loss scaler";
+    os << " | peak mem " << Progress::format_bytes(summary_.peak_bytes);
+    if (summary_.peak_bytes_ranks.size() > 1)
+      os << " on rank " << largest - summary_.peak_bytes_ranks.begin() << " (the largest of "
+         << summary_.peak_bytes_ranks.size() << " ranks)";
     progress_->message(os.str());
   }
   // Model parallel or ZeRO stage 3: the sample's forward passes are collective (stage 3 gathers

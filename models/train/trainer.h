@@ -30,6 +30,10 @@ struct TrainSummary {
   std::vector<double> losses;  // the global-batch loss of each step this run took
   nlohmann::json last_eval;    // metrics of the final evaluation (empty without held-out data)
   int64_t skipped_steps = 0;   // f16 steps skipped by the loss scaler, in total
+  // The allocator's peak bytes (core/allocator.h) of every world rank at the end, by world rank,
+  // and the largest of them.
+  std::vector<int64_t> peak_bytes_ranks;
+  int64_t peak_bytes = 0;
 };
 
 // Collective over `world` (every rank calls it; null: one process without MPI). Layout errors,

@@ -62,6 +62,24 @@ TEST_CASE("progress lines every log_every steps and metrics as JSON lines") {
   CHECK(last["eval"] == true);
 }
 
+TEST_CASE("metrics records carry every rank's peak when the trainer gathered it") {
+  const TempDir tmp;
+  const std::string path = tmp.file("metrics.jsonl");
+  {
+    Progress p({.log_every = 1, .total_steps = 2, .metrics_path = path});
+    p.step({.step = 1, .seconds = 1.0, .peak_bytes = 300, .peak_bytes_ranks = {300, 500, 400}});
+    p.step({.step = 2, .seconds = 1.0, .peak_bytes = 300});  // not gathered: left out
+  }
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  const nlohmann::json first = nlohmann::json::parse(line);
+  CHECK(first["peak_bytes_ranks"] == std::vector<int64_t>{300, 500, 400});
+  CHECK(first["peak_bytes"] == 300);
+  std::getline(in, line);
+  CHECK_FALSE(nlohmann::json::parse(line).contains("peak_bytes_ranks"));
+}
+
 TEST_CASE("on a GPU the line and the metrics show that device's current and peak memory") {
   const TempDir tmp;
   const std::string path = tmp.file("metrics.jsonl");
