@@ -112,24 +112,6 @@ nlohmann::json layout_json(const Layout& l) {
           {"checkpoint", l.checkpoint}};
 }
 
-std::string layout_text(const Layout& l) {
-  const parallel::ParallelConfig& p = l.parallel;
-  std::string s = str_cat("dp", p.data);
-  if (p.tensor.size > 1)
-    s += str_cat(" tp", p.tensor.size, "(", parallel::tensor_mode_name(p.tensor.mode),
-                 p.tensor.mode == TensorMode::two_point_five_d ? str_cat(" d", p.tensor.depth) : "",
-                 p.tensor.sequence_parallel ? ",sp" : "", ")");
-  if (p.pipeline > 1)
-    s += str_cat(" pp", p.pipeline, "(", parallel::pipeline::schedule_name(p.pipeline_options.schedule),
-                 p.pipeline_options.virtual_stages > 1 ? str_cat(" v", p.pipeline_options.virtual_stages) : "",
-                 ")");
-  if (p.sequence > 1) s += str_cat(" seq", p.sequence, "(", parallel::sequence::mode_name(p.sequence_mode), ")");
-  if (l.zero.stage > 0) s += str_cat(" zero", l.zero.stage, l.zero.offload ? "+offload" : "");
-  s += str_cat(" mb", l.micro_batch_size);
-  if (l.checkpoint) s += " ckpt";
-  return s;
-}
-
 std::string memory_misfit(const std::vector<int64_t>& peaks, const ClusterProfile& c) {
   if (c.device_memory <= 0) return "";
   if (c.cores > 0) {

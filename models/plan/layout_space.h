@@ -21,8 +21,6 @@ std::vector<Layout> candidate_layouts(const train::TrainConfig& config, int worl
 // {"parallel": {...}, "zero": {"stage": S, "offload": B}, "micro_batch_size": M,
 //  "checkpoint": C}: the sections a config holds.
 nlohmann::json layout_json(const Layout& layout);
-// "dp2 tp2(1d,sp) pp2(1f1b) sp1 zero1 mb4 ckpt": for tables.
-std::string layout_text(const Layout& layout);
 
 // "" when every rank's peak fits its device (the host: the ranks of a node share its memory),
 // else which rank overflows and by how much.

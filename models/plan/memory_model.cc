@@ -91,7 +91,8 @@ int64_t local_parameters(const Workload& w, const Layout& l, const RankPlace& pl
   const double table = double(w.embedding_rows) * d / v.split;
   if (place.first)
     n += table + double(w.positions) * d / (one_d ? 1 : v.split) +
-         double(w.patch_features + 2) * d / (one_d ? 1 : v.split);
+         // ViT: the patch projection, its bias and the class token.
+         (w.patch_features > 0 ? double(w.patch_features + 2) * d / (one_d ? 1 : v.split) : 0.0);
   if (place.last) {
     n += 2 * d / (one_d ? 1 : v.split);  // ln_f
     // A tied head shares the table on one stage; on another stage it holds a copy.

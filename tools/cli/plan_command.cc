@@ -1,6 +1,5 @@
 // `tessera plan`: the planner (models/plan) on a config's own layout, or a search over every
-// layout of N ranks, printed as tables or as JSON; `plan calibrate` and `plan validate` are their
-// own files.
+// layout of N ranks, printed as tables or as JSON; `plan validate` is its own file.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -9,6 +8,7 @@
 #include "core/error.h"
 #include "models/plan/layout_space.h"
 #include "models/plan/plan.h"
+#include "models/plan/validation.h"
 #include "models/plan/workload.h"
 #include "models/train/train_config.h"
 #include "tools/cli/commands.h"
@@ -19,10 +19,9 @@ namespace {
 const char* const kPlanUsage =
     "usage: tessera plan --config FILE --world N [--cluster C] [--nodes M] [--json]\n"
     "       tessera plan --config FILE --world N --search [--top K] [--write-config OUT] [--json]\n"
-    "       tessera plan calibrate [--out FILE] [--quick]     (mpirun -np N for collectives)\n"
     "       tessera plan validate --config FILE --world N [--layouts K] [--steps S]\n"
     "  --world N          ranks the job runs on\n"
-    "  --cluster C        host (default: this machine, calibrated by `plan calibrate`),\n"
+    "  --cluster C        host (default: this machine's cores, memory and a quick probe),\n"
     "                     dgx-a100-80g, dgx-h100, dgx-h200, or a profile file\n"
     "  --nodes M          nodes of the cluster (default: enough for N ranks)\n"
     "  --search           every legal layout ranked by predicted step time\n"
@@ -89,13 +88,16 @@ void print_prediction(const plan::Prediction& p, std::ostream& out) {
   if (!p.feasible) out << "NOT FEASIBLE: " << p.why << "\n";
   if (p.peak_bytes_ranks.empty()) return;
   out << "step        " << fixed(p.step_seconds, 4) << " s, " << fixed(p.tokens_per_second, 0)
-      << " units/s, MFU " << fixed(100 * p.mfu, 1) << "%, pipeline bubble "
+      << " units/s, MFU " << fixed(100 * p.mfu, 2) << "%, pipeline bubble "
       << fixed(100 * p.bubble, 1) << "%\n";
   out << "peak        " << gib(p.peak_bytes) << " on rank " << p.peak_rank;
   if (p.host_bytes > 0) out << " (+ " << gib(p.host_bytes) << " offloaded to the host)";
   out << "\n  parts of rank " << p.peak_rank << "'s peak:\n";
-  for (const auto& [part, bytes] : p.peak_parts.to_json().items())
-    if (part != "total") out << "    " << part << std::string(18 - part.size(), ' ') << gib(bytes) << "\n";
+  const nlohmann::json parts = p.peak_parts.to_json();
+  for (auto it = parts.begin(); it != parts.end(); ++it)
+    if (it.key() != "total")
+      out << "    " << it.key() << std::string(18 - it.key().size(), ' ')
+          << gib(it.value().get<int64_t>()) << "\n";
   out << "  per rank:";
   for (int64_t b : p.peak_bytes_ranks) out << " " << fixed(double(b) / (1 << 20), 1) << "M";
   out << "\n";
@@ -174,10 +176,8 @@ int plan_main(const std::vector<std::string>& args) {
 
 }  // namespace
 
-int run_plan(int argc, char** argv, const std::vector<std::string>& args) {
+int run_plan(int /*argc*/, char** argv, const std::vector<std::string>& args) {
   try {
-    if (!args.empty() && args[0] == "calibrate")
-      return run_plan_calibrate(argc, argv, {args.begin() + 1, args.end()});
     if (!args.empty() && args[0] == "validate")
       return run_plan_validate(argv[0], {args.begin() + 1, args.end()});
     return plan_main(args);

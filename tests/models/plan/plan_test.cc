@@ -1,7 +1,6 @@
 // The planner against the published formulas it must agree with (the ZeRO paper's model-state
 // bytes, the schedules' bubble fractions) and against the trainer's own layout checks.
-#include <catch2/catch_test_macros.hpp>
-#include <catch2/matchers/catch_matchers_floating_point.hpp>
+#include <catch2/catch.hpp>
 
 #include "models/plan/layout_space.h"
 #include "models/plan/memory_model.h"
@@ -10,7 +9,6 @@
 #include "models/train/run_layout.h"
 
 using namespace tessera;
-using Catch::Matchers::WithinRel;
 
 namespace {
 
@@ -39,7 +37,8 @@ plan::Layout data_layout(int data, int stage, int64_t micro) {
 TEST_CASE("model-state bytes per rank follow the ZeRO paper's terms") {
   const train::TrainConfig c = tiny_gpt();
   const plan::Workload w = plan::workload_of(c);
-  const plan::RankPlace whole;
+  plan::RankPlace whole;
+  whole.blocks = w.n_layers;
   const int64_t psi = plan::local_parameters(w, data_layout(1, 0, 1), whole);
   CHECK(psi == w.parameters);
   for (int n : {2, 4}) {
@@ -61,7 +60,9 @@ TEST_CASE("bf16 keeps f32 masters beside 2-byte parameters") {
   train::TrainConfig c = tiny_gpt();
   c.precision.dtype = "bf16";
   const plan::Workload w = plan::workload_of(c);
-  const plan::MemoryParts m = plan::rank_memory(w, data_layout(2, 1, 1), plan::RankPlace{});
+  plan::RankPlace whole;
+  whole.blocks = w.n_layers;
+  const plan::MemoryParts m = plan::rank_memory(w, data_layout(2, 1, 1), whole);
   CHECK(m.parameters == 2 * w.parameters);
   CHECK(m.master_weights == 4 * ((w.parameters + 1) / 2));
 }
@@ -136,7 +137,8 @@ TEST_CASE("Megatron's activation terms: tensor parallelism divides the layer's t
   plan::Layout serial = data_layout(1, 0, 8);
   plan::Layout tp = serial;
   tp.parallel.tensor.size = 4;
-  const plan::RankPlace place;
+  plan::RankPlace place;
+  place.blocks = w.n_layers;
   const double a1 = double(plan::rank_memory(w, serial, place).activations);
   const double a4 = double(plan::rank_memory(w, tp, place).activations);
   CHECK(a1 / a4 > 1.5);
