@@ -34,6 +34,22 @@ double elementwise_seconds(const ClusterProfile& c, double bytes, int ops) {
   return bytes / (c.memory_bandwidth * c.elementwise_efficiency) + ops * c.launch_overhead_s;
 }
 
+// The paper's sequence parallelism per block, forward (backward alike): the ring passes this
+// rank's keys and values (kv bytes) S - 1 times; all_to_all exchanges q, k, v and the output.
+// bytes: what a rank sends per micro-batch, forward and backward.
+double sequence_seconds(const ClusterProfile& c, const parallel::ParallelConfig& p, int64_t kv,
+                        int64_t* bytes) {
+  const int s = p.sequence;
+  if (s == 1) return 0;
+  const bool across = crosses_nodes(c, s, p.tensor.size);
+  if (p.sequence_mode == parallel::sequence::SequenceAttentionMode::all_to_all) {
+    *bytes = int64_t(2 * 4 * (s - 1.0) / s * double(kv / 2));
+    return 4 * c.collective_seconds(Collective::all_to_all, kv / 2, s, across);
+  }
+  *bytes = int64_t(2 * 2 * (s - 1) * kv);
+  return (s - 1) * c.collective_seconds(Collective::send_recv, kv, 2, across);
+}
+
 Costs micro_batch_costs(const Workload& w, const Layout& l, int64_t blocks,
                         const ClusterProfile& c, int world) {
   const parallel::ParallelConfig& p = l.parallel;
@@ -105,18 +121,8 @@ Costs micro_batch_costs(const Workload& w, const Layout& l, int64_t blocks,
       out.tensor_bytes = 2 * bytes;
     }
   }
-  double sequence_fw = 0;
-  if (s > 1) {
-    const bool across = crosses_nodes(c, s, t);
-    const int64_t kv = int64_t(2 * tokens * d / t * e);
-    if (p.sequence_mode == parallel::sequence::SequenceAttentionMode::all_to_all) {
-      sequence_fw = 4 * c.collective_seconds(Collective::all_to_all, kv / 2, s, across);
-      out.sequence_bytes = int64_t(2 * 4 * (s - 1.0) / s * double(kv / 2));
-    } else {
-      sequence_fw = (s - 1) * c.collective_seconds(Collective::send_recv, kv, 2, across);
-      out.sequence_bytes = int64_t(2 * 2 * (s - 1) * kv);
-    }
-  }
+  const double sequence_fw = sequence_seconds(c, p, int64_t(2 * tokens * d / t * e),
+                                              &out.sequence_bytes);
   const double block_comm = tensor_fw + sequence_fw;
   const double recompute = l.checkpoint ? block_forward + block_comm : 0.0;
   out.forward = double(blocks) * (block_forward + block_comm);
