@@ -76,7 +76,10 @@ double block_saved_per_token(const BlockView& v, double e) {
 // statistics, the logits, the loss's log-sum-exp and the i64 targets.
 double head_saved_per_token(const Workload& w, const BlockView& v, double e) {
   const double outputs = double(w.outputs_per_sample) / double(w.seq);  // ViT: the class token
-  return v.residual * e + 2 * 4 + outputs * (v.vocab * e + 4 + 8);
+  // A vocab-parallel loss keeps per-row targets of its own (index, ownership and ignore masks,
+  // losses): about 20 bytes a row more (parallel/tensor/vocab_cross_entropy.cc).
+  const double rows = v.vocab < double(w.vocab) ? 20.0 : 0.0;
+  return v.residual * e + 2 * 4 + outputs * (v.vocab * e + 4 + 8 + rows);
 }
 
 }  // namespace
@@ -151,7 +154,9 @@ double backward_peak(const Workload& w, const Layout& l, const BlockView& v,
     // tensors and the second LayerNorm's are released.
     const double after_mlp = cur - n * (2 * v.hidden + 2 * v.residual) * e + proj;
     peak = std::max(peak, after_mlp + n * 3 * v.attention * e);
-    cur += -n * own - n * v.residual * e + grad_per_block;
+    // ZeRO 2 and 3 reduce each bucket's gradients to their owners during backward and release
+    // them (stage2_reducer.h): a block's gradients do not stay.
+    cur += -n * own - n * v.residual * e + (l.zero.stage >= 2 ? 0.0 : grad_per_block);
   }
   return peak;
 }
@@ -176,10 +181,16 @@ MemoryParts rank_memory(const Workload& w, const Layout& l, const RankPlace& pla
                               double(w.d_model) / v.split * e);
   const double grad_bytes = double(local) * e;
   if (stage == 0 && data > 1) m.gradients += int64_t(grad_bytes);
-  if (stage >= 1 && data > 1)
-    m.gradients += int64_t(std::min(grad_bytes, l.zero.bucket_mb * 1024 * 1024 * 2));
+  // ZeRO 1 all-reduces through DataParallel's buckets (a whole copy); 2 and 3 through bucket
+  // buffers of bucket_mb; 1-3 keep the reduced f32 shard of the gradients.
+  if (stage == 1 && data > 1) m.gradients += int64_t(grad_bytes);
+  if (stage >= 2 && data > 1)
+    m.gradients += int64_t(std::min(grad_bytes, l.zero.bucket_mb * 1024 * 1024));
+  if (stage >= 1) m.gradients += int64_t(4.0 * double(shard));
   const double elements = double(stage >= 1 ? shard : local);
-  const double masters = w.dtype == DType::f32 ? 0.0 : 4.0 * elements;
+  // ZeRO keeps an f32 master shard whatever the dtype (the optimizer steps the flat shard,
+  // shard_update.h); without ZeRO f32 parameters are their own masters.
+  const double masters = w.dtype == DType::f32 && stage == 0 ? 0.0 : 4.0 * elements;
   const double state = w.optimizer_bytes * elements;
   if (l.zero.offload && stage >= 1) {
     if (host_bytes) *host_bytes = int64_t(masters + state + 4.0 * elements);

@@ -29,7 +29,8 @@ bool& model_checkpoint(train::TrainConfig& c) {
   }
 }
 
-// The config with the layout in place, as the trainer would resolve it.
+}  // namespace
+
 train::TrainConfig with_layout(const train::TrainConfig& config, const Layout& layout) {
   train::TrainConfig c = config;
   c.parallel = layout.parallel;
@@ -37,8 +38,11 @@ train::TrainConfig with_layout(const train::TrainConfig& config, const Layout& l
   c.zero = layout.zero;
   c.train.micro_batch_size = layout.micro_batch_size;
   model_checkpoint(c) = layout.checkpoint;
+  c.parallel_auto = false;
   return c;
 }
+
+namespace {
 
 // Every pipeline rank's blocks, whether it holds the embeddings or the head, and the
 // micro-batches it holds at its peak (the schedule simulator's count of forwarded chunks whose
@@ -195,6 +199,50 @@ std::vector<Prediction> search(const train::TrainConfig& config, int world,
   feasible.insert(feasible.end(), std::make_move_iterator(refused.begin()),
                   std::make_move_iterator(refused.end()));
   return feasible;
+}
+
+std::vector<int64_t> layout_code(const Layout& l) {
+  const parallel::ParallelConfig& p = l.parallel;
+  return {p.data,
+          p.pipeline,
+          int64_t(p.pipeline_options.schedule),
+          p.pipeline_options.virtual_stages,
+          p.sequence,
+          int64_t(p.sequence_mode),
+          p.tensor.size,
+          int64_t(p.tensor.mode),
+          p.tensor.depth,
+          p.tensor.sequence_parallel,
+          l.zero.stage,
+          l.zero.offload,
+          l.micro_batch_size,
+          l.checkpoint};
+}
+
+Layout layout_from_code(const std::vector<int64_t>& code, const train::ZeroSection& base) {
+  TS_CHECK(code.size() == 14, "plan", "expected a layout code of 14 integers, got ", code.size());
+  TS_CHECK(code[2] >= 0 && code[2] <= int64_t(parallel::pipeline::ScheduleKind::zero_bubble) &&
+               code[5] >= 0 &&
+               code[5] <= int64_t(parallel::sequence::SequenceAttentionMode::ring_flash) &&
+               code[7] >= 0 && code[7] <= int64_t(parallel::TensorMode::three_d),
+           "plan", "expected a layout code's enums in range, got schedule ", code[2],
+           ", sequence mode ", code[5], ", tensor mode ", code[7]);
+  Layout l;
+  parallel::ParallelConfig& p = l.parallel;
+  p.data = int(code[0]);
+  p.pipeline = int(code[1]);
+  p.pipeline_options.schedule = parallel::pipeline::ScheduleKind(code[2]);
+  p.pipeline_options.virtual_stages = int(code[3]);
+  p.sequence = int(code[4]);
+  p.sequence_mode = parallel::sequence::SequenceAttentionMode(code[5]);
+  p.tensor = {int(code[6]), parallel::TensorMode(code[7]), int(code[8]), code[9] != 0};
+  l.zero = base;
+  l.zero.stage = code[10];
+  l.zero.offload = code[11] != 0;
+  if (!l.zero.offload) l.zero.overlap_step = false, l.zero.offload_params = false;
+  l.micro_batch_size = code[12];
+  l.checkpoint = code[13] != 0;
+  return l;
 }
 
 nlohmann::json layout_config(const train::TrainConfig& config, const Layout& layout) {

@@ -73,6 +73,15 @@ struct SearchOptions {
 std::vector<Prediction> search(const train::TrainConfig& config, int world,
                                const ClusterProfile& cluster, const SearchOptions& options = {});
 
+// The config with `layout` in place, as the trainer reads it (parallel.data given).
+train::TrainConfig with_layout(const train::TrainConfig& config, const Layout& layout);
+
+// The layout as integers and back: how rank 0's choice under "parallel": "auto" reaches every
+// rank in one broadcast. layout_from_code keeps `base`'s other ZeRO options. Throws ValueError on
+// a code of the wrong length or with an unknown enum value.
+std::vector<int64_t> layout_code(const Layout& layout);
+Layout layout_from_code(const std::vector<int64_t>& code, const train::ZeroSection& base);
+
 // The config with `layout` in place, as JSON that `tessera train` reads (config.source edited:
 // parallel, zero, train.micro_batch_size, model.checkpoint).
 nlohmann::json layout_config(const train::TrainConfig& config, const Layout& layout);

@@ -93,11 +93,12 @@ void check_1d(const TrainConfig& c) {
   if (!shape) return;
   const std::string on = str_cat("parallel.tensor.mode 1d over ", t, " ranks");
   TS_CHECK(shape->n_heads % t == 0, "config", on, ": expected model.n_heads ", shape->n_heads,
-           " divisible by parallel.tensor.size ", t, " (each rank computes n_heads / ", t,
-           " heads)");
+           " divisible by the tensor-parallel size ", t, " (parallel.tensor.size: each rank ",
+           "computes n_heads / ", t, " heads)");
   TS_CHECK(shape->mlp_hidden % t == 0, "config", on,
            ": expected the MLP's hidden size (model.mlp_hidden, or 4 x d_model) ",
-           shape->mlp_hidden, " divisible by parallel.tensor.size ", t);
+           shape->mlp_hidden, " divisible by the tensor-parallel size ", t,
+           " (parallel.tensor.size)");
 }
 
 // Mode 3d cuts the batch over the cube side q, the features and heads in q^2 chunks, every vector

@@ -99,16 +99,7 @@ void read_parallel(const json& j, TrainConfig& c) {
   }
   c.parallel = within_section("parallel", [&] { return parallel::ParallelConfig::from_json(j); });
   within_section("parallel", [&] { c.parallel.validate(); });
-  // GPT is causal: under ring_flash the zigzag layout gives every sequence rank the same work
-  // (blocks above the diagonal are skipped). Ring scores every pair and all_to_all gathers whole
-  // sequences per head, and BERT and ViT attend both ways: contiguous for them.
-  using parallel::sequence::SequenceLayout;
-  if (!c.parallel.sequence_layout)
-    c.parallel.sequence_layout =
-        c.kind == ModelKind::gpt &&
-                c.parallel.sequence_mode == parallel::sequence::SequenceAttentionMode::ring_flash
-            ? SequenceLayout::zigzag
-            : SequenceLayout::contiguous;
+  resolve_sequence_layout(c);
 }
 
 void read_precision(const json& j, TrainConfig& c) {
@@ -363,6 +354,9 @@ void read_zero(const json& j, ZeroSection& zero) {
 
 // The rules that tie one section to another (each section's own are checked as it is read).
 void check_sections_agree(const TrainConfig& c) {
+  TS_CHECK(!c.parallel_auto || c.kind != ModelKind::custom, "config",
+           "parallel: auto plans the bundled models (gpt, bert, vit), whose layers the planner "
+           "counts; a model of one's own (model.type custom) needs its layout written out");
   TS_CHECK(c.data.type.empty() || c.kind == ModelKind::vit, "config", "data.type: ", c.data.type,
            " is image data for the ViT trainer, got model.type ", model_kind_name(c.kind));
   if (c.kind == ModelKind::vit) {
@@ -415,7 +409,16 @@ TrainConfig TrainConfig::from_json(const json& j) {
   TS_CHECK(!model.is_null(), "config",
            "model: missing (e.g. {\"type\": \"gpt\", \"preset\": \"gpt-tiny\"})");
   read_model(model, c);
-  read_parallel(top.object("parallel"), c);
+  // "parallel": "auto": the planner (models/plan) picks the layout when the world is known.
+  const json* parallel = top.any("parallel");
+  if (parallel && parallel->is_string()) {
+    TS_CHECK(*parallel == "auto", "config",
+             "parallel: expected an object or the string \"auto\" (the planner picks the layout "
+             "for the world it is launched with), got ", parallel->dump());
+    c.parallel_auto = true;
+  } else {
+    read_parallel(top.object("parallel"), c);
+  }
   read_zero(top.object("zero"), c.zero);
   read_precision(top.object("precision"), c);
   read_train(top.object("train"), c.train);
@@ -431,6 +434,19 @@ TrainConfig TrainConfig::from_json(const json& j) {
   top.done();
   check_sections_agree(c);
   return c;
+}
+
+void resolve_sequence_layout(TrainConfig& c) {
+  // GPT is causal: under ring_flash the zigzag layout gives every sequence rank the same work
+  // (blocks above the diagonal are skipped). Ring scores every pair and all_to_all gathers whole
+  // sequences per head, and BERT and ViT attend both ways: contiguous for them.
+  using parallel::sequence::SequenceLayout;
+  if (!c.parallel.sequence_layout)
+    c.parallel.sequence_layout =
+        c.kind == ModelKind::gpt &&
+                c.parallel.sequence_mode == parallel::sequence::SequenceAttentionMode::ring_flash
+            ? SequenceLayout::zigzag
+            : SequenceLayout::contiguous;
 }
 
 int64_t TrainConfig::seq_len() const {

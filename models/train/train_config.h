@@ -148,6 +148,10 @@ struct TrainConfig {
   nlohmann::json custom;  // model.type custom: the model section but its type, for the recipe
   parallel::ParallelConfig parallel;
   bool data_size_given = false;  // parallel.data was set; otherwise it fills the world
+  // "parallel": "auto": the layout (the parallel section, ZeRO's stage and offload, the
+  // micro-batch, activation checkpointing) is the planner's fastest that fits the world the run
+  // is launched with (models/train/auto_layout.h); `parallel` holds it once chosen.
+  bool parallel_auto = false;
   ZeroSection zero;
   PrecisionSection precision;
   nlohmann::json optimizer;  // make_optimizer's input, validated
@@ -165,6 +169,10 @@ struct TrainConfig {
   // model's train.seq_len (0 when unset).
   int64_t seq_len() const;
 };
+
+// An unset parallel.sequence.layout ("auto") resolved for the model: zigzag for GPT under
+// ring_flash, contiguous otherwise.
+void resolve_sequence_layout(TrainConfig& c);
 
 // The file as JSON. A missing file or bad JSON throws ValueError naming the file (and the line and
 // column of a parse error).

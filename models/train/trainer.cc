@@ -88,6 +88,7 @@ uint64_t rng_seed(const TrainConfig& c, int64_t data_rank) {
 // Each step is agreed (run_agreed): a failure on any rank stops every rank at the same point.
 void Trainer::setup() {
   const int world_size = world_ ? world_->size() : 1;
+  if (config_.parallel_auto) auto_layout_ = choose_auto_layout(config_, world_.get());
   run_agreed(world_.get(), [&] {
     accum_ = resolve_layout(config_, world_size);
     config_.parallel.validate(world_size);
@@ -285,6 +286,7 @@ double Trainer::train_step(int64_t step, StepStats& stats) {
   stats.grad_norm = norm;
   stats.units = config_.train.batch_size * task_->units_per_item();
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  step_seconds_.push_back(stats.seconds);
   stats.loss_scale = scaler_ ? scaler_->scale() : 0.0;
   stats.skipped_steps = scaler_ ? scaler_->skipped_steps() : 0;
   const MemoryStats memory = memory_stats(device_);
@@ -407,6 +409,7 @@ void Trainer::header() {
       << "threads per rank: " << num_threads() << " | device " << device_.str()
       << (config_.train.device == "cuda" && world_ && world_->size() > 1 ? " (rank 0)" : "")
       << "\n";
+  if (auto_layout_) *os << "  " << describe_auto_layout(*auto_layout_) << "\n";
   if (context_ && !device_.is_cpu() && context_->world_size() > 1)
     *os << "  collectives: " << context_->world()->backend()
         << " (every group: device tensors over NCCL, host tensors over MPI)\n";
@@ -492,6 +495,13 @@ TrainSummary Trainer::run() {
       os << " on rank " << largest - summary_.peak_bytes_ranks.begin() << " (the largest of "
          << summary_.peak_bytes_ranks.size() << " ranks)";
     progress_->message(os.str());
+    if (auto_layout_ && !step_seconds_.empty()) {
+      std::vector<double> sorted = step_seconds_;
+      std::sort(sorted.begin(), sorted.end());
+      progress_->message(compare_auto_layout(*auto_layout_, sorted[sorted.size() / 2],
+                                             summary_.peak_bytes,
+                                             int(largest - summary_.peak_bytes_ranks.begin())));
+    }
   }
   // Model parallel or ZeRO stage 3: the sample's forward passes are collective (stage 3 gathers
   // the parameters), so every rank runs them.

@@ -14,6 +14,7 @@
 
 #include "models/io/checkpoint.h"
 #include "models/io/piece_checkpoint.h"
+#include "models/train/auto_layout.h"
 #include "models/train/checkpoint_root.h"
 #include "models/train/interrupt.h"
 #include "models/train/pipeline_state.h"
@@ -147,6 +148,8 @@ class Trainer {
   int64_t units_seen_ = 0;
   std::string resumed_from_;
   TrainSummary summary_;
+  std::optional<AutoLayout> auto_layout_;  // "parallel": "auto": the planner's choice
+  std::vector<double> step_seconds_;       // this run's step times, for the plan's comparison
 };
 
 }  // namespace tessera::train::detail

@@ -104,7 +104,11 @@ struct VocabParallelCrossEntropyBackward final : Node {
     if (valid == 0) return {zeros(logits_shape, {.dtype = lv.dtype(), .device = lv.device()})};
     // d loss / d x_v = (softmax_v - s / V - (1 - s) [v == t]) * g, softmax over all V real ids.
     const Tensor x = real_columns_f32(lv, valid);            // (N, valid)
-    Tensor gx = exp(x - lse.unsqueeze(1)) * g.unsqueeze(1);  // (N, valid) f32, fresh
+    // softmax(x) * g in one fresh (N, valid) f32 tensor, exponentiated and scaled in place: the
+    // head's backward peak holds the logits and this gradient, no more (the planner counts it).
+    Tensor gx = x - lse.unsqueeze(1);
+    kernels::unary(kernels::UnaryOp::exp, gx, gx);
+    kernels::binary(kernels::BinaryOp::mul, gx, g.unsqueeze(1).expand(gx.shape()), gx);
     const double s = label_smoothing;
     if (s != 0.0) gx = gx - (g * (s / double(vocab_size))).unsqueeze(1);
     if (s != 1.0) {
@@ -210,7 +214,9 @@ Tensor vocab_parallel_cross_entropy(const Tensor& local_logits, const Tensor& ta
       // Rows: sum of exp(x - m), the target's logit (from its owner, 0 elsewhere), sum of logits.
       Tensor stats = zeros({s != 0.0 ? 3 : 2, n}, {.dtype = DType::f32, .device = device});
       if (valid > 0) {
-        stats.select(0, 0).copy_(sum(exp(x - m.unsqueeze(1)), {1}));
+        Tensor shifted = x - m.unsqueeze(1);  // (N, valid), exponentiated in place: one temporary
+        kernels::unary(kernels::UnaryOp::exp, shifted, shifted);
+        stats.select(0, 0).copy_(sum(shifted, {1}));
         stats.select(0, 1).copy_(
             masked_fill(gather(x, 1, rows.index).squeeze(1), rows.not_owned, 0.0));
         if (s != 0.0) stats.select(0, 2).copy_(sum(x, {1}));

@@ -115,13 +115,13 @@ void print_search(const std::vector<plan::Prediction>& all, int top, std::ostrea
   for (const plan::Prediction& p : all) feasible += p.feasible;
   out << all.size() << " layouts, " << feasible << " feasible; the best " << std::min(top, feasible)
       << ":\n";
-  out << "  #  step s     units/s    MFU%   peak GiB  bubble%  layout\n";
+  out << "  #  step s     units/s    MFU%   peak MiB  bubble%  layout\n";
   for (int i = 0; i < std::min(top, feasible); ++i) {
     const plan::Prediction& p = all[size_t(i)];
     char line[160];
-    std::snprintf(line, sizeof line, "%3d  %-9.4f  %-9.0f  %5.1f  %8.3f  %7.1f  ", i + 1,
+    std::snprintf(line, sizeof line, "%3d  %-9.4f  %-9.0f  %5.1f  %8.1f  %7.1f  ", i + 1,
                   p.step_seconds, p.tokens_per_second, 100 * p.mfu,
-                  double(p.peak_bytes) / double(1 << 30), 100 * p.bubble);
+                  double(p.peak_bytes) / double(1 << 20), 100 * p.bubble);
     out << line << plan::layout_text(p.layout) << "\n";
   }
   // The refusals, grouped by their reason's first words.

@@ -43,11 +43,15 @@ TEST_CASE("model-state bytes per rank follow the ZeRO paper's terms") {
   CHECK(psi == w.parameters);
   for (int n : {2, 4}) {
     // f32 AdamW: stage 1 keeps parameters whole and shards m and v (8 / N bytes each); stage 3
-    // shards the parameters too (4 / N), up to the shard's rounding.
+    // shards the parameters too (4 / N), up to the shard's rounding. Beyond the paper's terms,
+    // Tessera's optimizer steps an f32 master shard even for f32 parameters (4 / N).
+    const int64_t shard = (psi + n - 1) / n;
     const plan::MemoryParts s1 = plan::rank_memory(w, data_layout(n, 1, 1), whole);
     CHECK(s1.parameters == 4 * psi);
-    CHECK(s1.optimizer_state == 8 * ((psi + n - 1) / n));
-    CHECK(s1.master_weights == 0);
+    CHECK(s1.optimizer_state == 8 * shard);
+    CHECK(s1.master_weights == 4 * shard);
+    // Stage 1's all-reduce buckets hold a whole copy of the gradients, plus the reduced shard.
+    CHECK(s1.gradients == 4 * psi + 4 * shard);
     const plan::MemoryParts s3 = plan::rank_memory(w, data_layout(n, 3, 1), whole);
     CHECK(s3.parameters == 4 * ((psi + n - 1) / n));
     const plan::MemoryParts s0 = plan::rank_memory(w, data_layout(n, 0, 1), whole);
