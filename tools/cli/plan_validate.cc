@@ -271,7 +271,8 @@ int validate(const ValidateArgs& a, const std::string& self) {
     runs.push_back(run_layout(config, feasible[i], i, options));
     const LayoutRun& r = runs.back();
     std::cerr << "  [" << runs.size() << "/" << chosen.size() << "] plan #" << i + 1 << " "
-              << r.text << ": " << (r.ok ? "ok" : "FAILED") << " (" << int(r.seconds) << " s)\n";
+              << r.text << ": " << (r.ok ? "ok" : "FAILED") << " ("
+              << std::lround(r.seconds * 10) / 10.0 << " s)\n";
   }
   const bool all_ok =
       std::all_of(runs.begin(), runs.end(), [](const LayoutRun& r) { return r.ok; });
