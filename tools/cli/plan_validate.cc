@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <thread>
 
 #include "core/error.h"
 #include "models/plan/plan.h"
@@ -134,6 +135,7 @@ json run_json(const LayoutRun& r) {
             {"ok", r.ok},
             {"failure", r.ok ? json(nullptr) : json(r.failure)},
             {"run_seconds", r.seconds},
+            {"load_average", r.load_average},
             {"predicted",
              {{"step_seconds", r.predicted.step_seconds},
               {"peak_bytes", r.predicted.peak_bytes},
@@ -229,6 +231,23 @@ void print_summary(const json& s, std::ostream& os) {
   os << buf;
 }
 
+// The host's load as the runs ended, beside its cores: measured times on a busy host are slower
+// than the planner's profile of it, and that is not the planner's error.
+void print_load(const std::vector<LayoutRun>& runs, std::ostream& os) {
+  if (runs.empty()) return;
+  double low = runs[0].load_average, high = 0;
+  for (const LayoutRun& r : runs) {
+    if (r.load_average < 0) return;  // unknown
+    low = std::min(low, r.load_average);
+    high = std::max(high, r.load_average);
+  }
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "host load average (1 min) as the runs ended: %.1f to %.1f, on %u cores\n", low,
+                high, std::thread::hardware_concurrency());
+  os << buf;
+}
+
 // A fresh directory for the runs' files: --out, or a temporary one (removed by the caller).
 fs::path runs_dir(const std::string& out_dir) {
   if (!out_dir.empty()) {
@@ -271,7 +290,8 @@ int validate(const ValidateArgs& a, const std::string& self) {
     runs.push_back(run_layout(config, feasible[i], i, options));
     const LayoutRun& r = runs.back();
     std::cerr << "  [" << runs.size() << "/" << chosen.size() << "] plan #" << i + 1 << " "
-              << r.text << ": " << (r.ok ? "ok" : "FAILED") << " (" << int(r.seconds) << " s)\n";
+              << r.text << ": " << (r.ok ? "ok" : "FAILED") << " ("
+              << std::lround(r.seconds * 10) / 10.0 << " s)\n";
   }
   const bool all_ok =
       std::all_of(runs.begin(), runs.end(), [](const LayoutRun& r) { return r.ok; });
@@ -316,6 +336,7 @@ int validate(const ValidateArgs& a, const std::string& self) {
       std::cout << "no run succeeded: nothing to compare\n";
     else
       print_summary(summary, std::cout);
+    print_load(runs, std::cout);
   }
   // A layout the planner calls feasible that does not train is the planner's error too.
   return all_ok ? 0 : 1;

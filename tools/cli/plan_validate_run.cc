@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -147,6 +148,7 @@ LayoutRun run_layout(const train::TrainConfig& config, const plan::Prediction& p
     run.failure = train::error_text(e);
   }
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (getloadavg(&run.load_average, 1) != 1) run.load_average = -1;
   return run;
 }
 

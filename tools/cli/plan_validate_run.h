@@ -34,6 +34,9 @@ struct LayoutRun {
   std::string failure;  // why not: train's refusal, or the exit code and the log's last lines
   plan::Measurement measured;
   double seconds = 0;  // wall time of the whole run (start-up, build, steps, exit)
+  // The host's 1-minute load average as the run ended: work beside the run on these cores slows
+  // its measured steps, so a reader can tell a planner's error from a busy machine.
+  double load_average = 0;
 };
 
 // Never throws for a failed run: the failure is in the result, so one bad layout leaves the others'
