@@ -50,8 +50,12 @@ TEST_CASE("model-state bytes per rank follow the ZeRO paper's terms") {
     CHECK(s1.parameters == 4 * psi);
     CHECK(s1.optimizer_state == 8 * shard);
     CHECK(s1.master_weights == 4 * shard);
-    // Stage 1's all-reduce buckets hold a whole copy of the gradients, plus the reduced shard.
-    CHECK(s1.gradients == 4 * psi + 4 * shard);
+    // Stage 1's all-reduce buckets hold a whole copy of the gradients (DataParallel's); stage 2
+    // fills bucket buffers during backward instead, counted in the walk.
+    CHECK(s1.gradients == 4 * psi);
+    const plan::MemoryParts s2 = plan::rank_memory(w, data_layout(n, 2, 1), whole);
+    CHECK(s2.gradients == 0);
+    CHECK(s2.total() < s1.total());
     const plan::MemoryParts s3 = plan::rank_memory(w, data_layout(n, 3, 1), whole);
     CHECK(s3.parameters == 4 * ((psi + n - 1) / n));
     const plan::MemoryParts s0 = plan::rank_memory(w, data_layout(n, 0, 1), whole);
