@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -202,9 +203,19 @@ void print_summary(const ClusterProfile& p, const ComputeMeasurements& m, const 
   t.add_row({"op overhead (us)", format_number(p.launch_overhead_s * 1e6, 2)});
   t.add_row({"Adam (M params/s)", format_number(p.host_adam_params_per_s / 1e6, 1)});
   std::printf("# tessera plan calibrate: %s\n\n%s\n", p.description.c_str(), t.render().c_str());
-  // A loaded machine gives low efficiencies and slow collectives: say so beside the numbers.
-  if (const std::string warning = bench::overload_warning(load); !warning.empty()) {
-    std::printf("%s\n\n", warning.c_str());
+  // A loaded machine gives low efficiencies and slow collectives, and a bound rank 0 measures a
+  // share of the cores: say so beside the numbers.
+  if (!load.empty() && std::strtod(load.c_str(), nullptr) > p.cores) {
+    std::printf(
+        "warning: load average %s above the %d cores: other processes share the CPUs, so "
+        "the numbers read low; rerun on an idle machine\n\n",
+        load.c_str(), p.cores);
+  }
+  if (m.threads < p.cores) {
+    std::printf(
+        "note: the compute ran on %d of %d CPUs (mpirun binds ranks to cores unless "
+        "--bind-to none; or --threads): its efficiencies are those of %d thread(s)\n\n",
+        m.threads, p.cores, m.threads);
   }
   if (!p.measured.empty()) {
     bench::Table c({"collective", "ranks", "latency per step (us)", "bandwidth (GB/s)"});
