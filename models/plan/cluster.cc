@@ -12,13 +12,20 @@ namespace tessera::plan {
 
 const char* collective_name(Collective c) {
   switch (c) {
-    case Collective::all_reduce: return "all_reduce";
-    case Collective::reduce_scatter: return "reduce_scatter";
-    case Collective::all_gather: return "all_gather";
-    case Collective::broadcast: return "broadcast";
-    case Collective::reduce: return "reduce";
-    case Collective::all_to_all: return "all_to_all";
-    case Collective::send_recv: return "send_recv";
+    case Collective::all_reduce:
+      return "all_reduce";
+    case Collective::reduce_scatter:
+      return "reduce_scatter";
+    case Collective::all_gather:
+      return "all_gather";
+    case Collective::broadcast:
+      return "broadcast";
+    case Collective::reduce:
+      return "reduce";
+    case Collective::all_to_all:
+      return "all_to_all";
+    case Collective::send_recv:
+      return "send_recv";
   }
   return "?";
 }
@@ -36,17 +43,20 @@ RingShape ring_shape(Collective c, int ranks) {
   if (ranks <= 1) return {};
   const double p = ranks;
   switch (c) {
-    case Collective::all_reduce: return {2 * (ranks - 1), 2 * (p - 1) / p};
+    case Collective::all_reduce:
+      return {2 * (ranks - 1), 2 * (p - 1) / p};
     case Collective::reduce_scatter:
     case Collective::all_gather:
-    case Collective::all_to_all: return {ranks - 1, (p - 1) / p};
+    case Collective::all_to_all:
+      return {ranks - 1, (p - 1) / p};
     case Collective::broadcast:
     case Collective::reduce: {
       int steps = 0;  // ceil(log2 p): a binomial tree, the payload pipelined down it once
       while ((1 << steps) < ranks) ++steps;
       return {steps, 1.0};
     }
-    case Collective::send_recv: return {1, 1.0};
+    case Collective::send_recv:
+      return {1, 1.0};
   }
   return {};
 }
@@ -55,7 +65,8 @@ double ClusterProfile::peak(DType dtype) const {
   const auto it = peak_flops.find(dtype);
   if (it != peak_flops.end()) return it->second;
   std::string have;
-  for (const auto& [d, flops] : peak_flops) have += str_cat(have.empty() ? "" : ", ", dtype_name(d));
+  for (const auto& [d, flops] : peak_flops)
+    have += str_cat(have.empty() ? "" : ", ", dtype_name(d));
   TS_FAIL("cluster", "expected a peak FLOP/s for ", dtype_name(dtype), " in cluster '", name,
           "', got peaks for ", have.empty() ? "no dtype" : have);
 }
@@ -100,13 +111,13 @@ double ClusterProfile::collective_seconds(Collective c, int64_t bytes, int ranks
   LinkCost link = intra_node_cost(c, ranks);
   if (crosses_nodes) {
     const int nics = std::max(1, ranks_per_node);
-    link = {inter_node.latency_s,
-            std::min(nics * inter_node.bandwidth,
-                     intra_node.bandwidth > 0 ? intra_node.bandwidth : nics * inter_node.bandwidth)};
+    link = {inter_node.latency_s, std::min(nics * inter_node.bandwidth,
+                                           intra_node.bandwidth > 0 ? intra_node.bandwidth
+                                                                    : nics * inter_node.bandwidth)};
   }
   TS_CHECK(link.bandwidth > 0, "cluster", "expected a positive ",
-           crosses_nodes ? "inter_node" : "intra_node", " bandwidth in cluster '", name,
-           "' for a ", collective_name(c), " on ", ranks, " ranks, got ", link.bandwidth);
+           crosses_nodes ? "inter_node" : "intra_node", " bandwidth in cluster '", name, "' for a ",
+           collective_name(c), " on ", ranks, " ranks, got ", link.bandwidth);
   return shape.steps * link.latency_s + shape.volume * double(bytes) / link.bandwidth;
 }
 

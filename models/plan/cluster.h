@@ -39,11 +39,19 @@ struct LinkCost {
   bool operator==(const LinkCost&) const = default;
 };
 
-enum class Collective { all_reduce, reduce_scatter, all_gather, broadcast, reduce, all_to_all, send_recv };
-inline constexpr Collective kCollectives[] = {
-    Collective::all_reduce, Collective::reduce_scatter, Collective::all_gather,
-    Collective::broadcast,  Collective::reduce,         Collective::all_to_all,
-    Collective::send_recv};
+enum class Collective {
+  all_reduce,
+  reduce_scatter,
+  all_gather,
+  broadcast,
+  reduce,
+  all_to_all,
+  send_recv
+};
+inline constexpr Collective kCollectives[] = {Collective::all_reduce, Collective::reduce_scatter,
+                                              Collective::all_gather, Collective::broadcast,
+                                              Collective::reduce,     Collective::all_to_all,
+                                              Collective::send_recv};
 // "all_reduce", "reduce_scatter", ... (the JSON keys of `measured`).
 const char* collective_name(Collective c);
 // The inverse; throws ValueError listing the names.
@@ -62,8 +70,8 @@ RingShape ring_shape(Collective c, int ranks);
 struct ClusterProfile {
   std::string name;  // "host", "dgx-a100-80g", ... or the file's stem
   std::string description;
-  int devices_per_node = 1;  // ranks a node holds (the host: ranks per machine; see cores)
-  int nodes = 1;             // set by load_cluster from --nodes or the world size
+  int devices_per_node = 1;   // ranks a node holds (the host: ranks per machine; see cores)
+  int nodes = 1;              // set by load_cluster from --nodes or the world size
   int64_t device_memory = 0;  // bytes per device (the host: RAM shared by its ranks)
   // Peak FLOP/s of one device per compute dtype (f32, bf16, f16): dense, no sparsity.
   std::map<DType, double> peak_flops;
@@ -84,7 +92,8 @@ struct ClusterProfile {
   std::map<Collective, std::map<int, LinkCost>> measured;
   // The host: cores its ranks share (see the top of this file). 0: one device per rank.
   int cores = 0;
-  nlohmann::json sources = nlohmann::json::object();  // field path ("peak_flops.bf16", "intra_node") -> where it comes from
+  nlohmann::json sources = nlohmann::json::object();  // field path ("peak_flops.bf16",
+                                                      // "intra_node") -> where it comes from
 
   double peak(DType dtype) const;  // throws ValueError naming the dtype when the profile lacks it
   // Efficiency of one GEMM of `flops` FLOPs (the curve; never above its largest point).

@@ -18,8 +18,8 @@ using train::SectionReader;
 constexpr DType kComputeDTypes[] = {DType::f32, DType::bf16, DType::f16};
 
 void require(const SectionReader& r, const json& j, const char* key) {
-  TS_CHECK(r.has(key), "config", "expected key '", r.key_path(key), "', got none (keys: ",
-           j.dump().substr(0, 200), ")");
+  TS_CHECK(r.has(key), "config", "expected key '", r.key_path(key),
+           "', got none (keys: ", j.dump().substr(0, 200), ")");
 }
 
 // A number > 0 (SectionReader's ranges are closed).
@@ -40,14 +40,18 @@ LinkCost read_link(const json& j, const std::string& path) {
   return l;
 }
 
-json link_json(const LinkCost& l) { return {{"latency_s", l.latency_s}, {"bandwidth", l.bandwidth}}; }
+json link_json(const LinkCost& l) {
+  return {{"latency_s", l.latency_s}, {"bandwidth", l.bandwidth}};
+}
 
 std::map<DType, double> read_peaks(const json& j) {
   SectionReader r(j, "peak_flops");
   std::map<DType, double> peaks;
   for (DType d : kComputeDTypes) {
-    if (r.has(dtype_name(d))) peaks[d] = positive(r, dtype_name(d), 0);
-    else r.number(dtype_name(d), 0);  // records the key as known for done()
+    if (r.has(dtype_name(d)))
+      peaks[d] = positive(r, dtype_name(d), 0);
+    else
+      r.number(dtype_name(d), 0);  // records the key as known for done()
   }
   r.done();
   TS_CHECK(!peaks.empty(), "config", "peak_flops: expected f32, bf16 or f16, got ", j.dump());
@@ -60,8 +64,8 @@ std::vector<std::pair<double, double>> read_curve(const json& j) {
   std::vector<std::pair<double, double>> curve;
   for (size_t i = 0; i < j.size(); ++i) {
     const json& point = j[i];
-    const bool pair = point.is_array() && point.size() == 2 && point[0].is_number() &&
-                      point[1].is_number();
+    const bool pair =
+        point.is_array() && point.size() == 2 && point[0].is_number() && point[1].is_number();
     TS_CHECK(pair, "config", "gemm_efficiency[", i, "]: expected a pair [flops, efficiency], got ",
              point.dump());
     const double flops = point[0].get<double>(), eff = point[1].get<double>();
@@ -95,8 +99,8 @@ std::map<Collective, std::map<int, LinkCost>> read_measured(const json& j) {
     for (const auto& [size, link] : sizes.items()) {
       char* end = nullptr;
       const long p = std::strtol(size.c_str(), &end, 10);
-      TS_CHECK(!size.empty() && *end == '\0' && p >= 2 && p <= (1 << 20), "config", "key '",
-               path, ".", size, "': expected a group size >= 2 as the key");
+      TS_CHECK(!size.empty() && *end == '\0' && p >= 2 && p <= (1 << 20), "config", "key '", path,
+               ".", size, "': expected a group size >= 2 as the key");
       const LinkCost l = read_link(link, path + "." + size);
       TS_CHECK(l.bandwidth > 0, "config", path, ".", size, ".bandwidth: expected > 0, got ",
                l.bandwidth);

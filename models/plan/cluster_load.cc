@@ -57,8 +57,8 @@ void place_world(ClusterProfile& p, int world, int nodes) {
   p.nodes = nodes == 0 ? needed : nodes;
   TS_CHECK(int64_t(p.nodes) * p.devices_per_node >= world, "cluster", "expected ", p.nodes,
            " node(s) of ", p.devices_per_node, " devices (cluster '", p.name, "') to hold ", world,
-           " ranks, got room for ", int64_t(p.nodes) * p.devices_per_node, "; use --nodes ",
-           needed, " or more");
+           " ranks, got room for ", int64_t(p.nodes) * p.devices_per_node, "; use --nodes ", needed,
+           " or more");
 }
 
 }  // namespace
@@ -67,7 +67,8 @@ std::vector<std::string> bundled_cluster_names() {
   std::vector<std::string> names;
   for (const BundledProfile& b : bundled_profiles()) names.push_back(b.name);
   // The host first: it is the default and the only one measured here.
-  std::stable_partition(names.begin(), names.end(), [](const std::string& n) { return n == "host"; });
+  std::stable_partition(names.begin(), names.end(),
+                        [](const std::string& n) { return n == "host"; });
   return names;
 }
 

@@ -28,11 +28,14 @@ int host_cores();
 int64_t host_ram_bytes();
 
 // f32 FLOP/s of one core running independent FMAs in registers with the ISA the kernels use
-// (AVX-512 where active, else AVX2): the best of `rounds` runs of about `seconds` each.
-double measure_core_peak_flops(double seconds = 0.02, int rounds = 3);
+// (AVX-512 where active, else AVX2): the best of `rounds` runs of about `seconds` each. Many
+// short runs, not a few long ones: on a shared machine a millisecond now and then runs alone,
+// whereas a long run always pays for the others.
+double measure_core_peak_flops(double seconds = 0.001, int rounds = 30);
 
-// Bytes/s of a triad a = b + s c over three arrays of `array_bytes` each with `threads` threads,
-// counted as STREAM does (two reads and a write per element): the best of `rounds` passes.
+// Bytes/s streamed over three arrays of `array_bytes` each with `threads` threads, counted as
+// STREAM does (two reads and a write per element): the best of `rounds` passes of a triad
+// a = b + s c and of the element-wise kernels' add (kernels::binary), whichever is faster.
 double measure_memory_bandwidth(int threads, int64_t array_bytes = int64_t(32) << 20,
                                 int rounds = 4);
 
@@ -44,6 +47,7 @@ double measure_sgemm_flops(int64_t m, int64_t n, int64_t k, int threads, double 
 struct HostProbe {
   double core_peak_flops = 0;   // one core, f32
   double memory_bandwidth = 0;  // every core
+  double gemm_flops = 0;        // the FLOPs of the GEMM below (2 x 512^3)
   double gemm_efficiency = 0;   // a 512^3 f32 GEMM on one core / core_peak_flops
 };
 // Measures once per process (about 0.2 s) and remembers the result.
@@ -51,8 +55,9 @@ const HostProbe& quick_host_probe();
 
 // `defaults` (the bundled host profile) made this machine's: cores and RAM detected, the f32 peak
 // = one core's measured peak x cores (the 16-bit peaks keep their ratio to f32), the memory
-// bandwidth measured, and the GEMM curve scaled so its largest point matches the one-core GEMM's
-// measured efficiency (the curve's shape is the bundled one). Sources name the probe.
+// bandwidth measured, and the GEMM curve scaled so that at the probe GEMM's FLOPs it gives the
+// efficiency measured (the curve's shape is the bundled one; no point above 1). Sources name the
+// probe.
 ClusterProfile probed_host_profile(ClusterProfile defaults, const HostProbe& probe);
 
 }  // namespace tessera::plan

@@ -23,6 +23,9 @@ int run_checkpoint_consolidate(const std::vector<std::string>& args);
 // `plan --config FILE --world N [--cluster C] [--nodes M] [--json] [--search [--top K]
 // [--write-config OUT]]`: the planner (models/plan) on a config's layout or over every layout.
 int run_plan(int argc, char** argv, const std::vector<std::string>& args);
+// `plan calibrate [--out FILE] [--quick]`: measures this host into a cluster profile (under
+// mpirun -np N for the collectives of groups up to N ranks).
+int run_plan_calibrate(int argc, char** argv, const std::vector<std::string>& args);
 // `plan validate --config FILE --world N [--layouts K]`: trains the planner's top layouts and a
 // seeded sample of the rest for a few steps each (mpirun from `self`, this binary's path) and
 // prints predicted against measured step time and peak memory.

@@ -1,5 +1,5 @@
 // `tessera plan`: the planner (models/plan) on a config's own layout, or a search over every
-// layout of N ranks, printed as tables or as JSON; `plan validate` is its own file.
+// layout of N ranks, printed as tables or as JSON; `plan calibrate` and `plan validate` are their own files.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -19,9 +19,11 @@ namespace {
 const char* const kPlanUsage =
     "usage: tessera plan --config FILE --world N [--cluster C] [--nodes M] [--json]\n"
     "       tessera plan --config FILE --world N --search [--top K] [--write-config OUT] [--json]\n"
+    "       tessera plan calibrate [--out FILE] [--quick]     (mpirun -np N for collectives)\n"
     "       tessera plan validate --config FILE --world N [--layouts K] [--steps S]\n"
     "  --world N          ranks the job runs on\n"
-    "  --cluster C        host (default: this machine's cores, memory and a quick probe),\n"
+    "  --cluster C        host (default: this machine, as `plan calibrate` measured it, else a\n"
+    "                     quick probe),\n"
     "                     dgx-a100-80g, dgx-h100, dgx-h200, or a profile file\n"
     "  --nodes M          nodes of the cluster (default: enough for N ranks)\n"
     "  --search           every legal layout ranked by predicted step time\n"
@@ -176,8 +178,10 @@ int plan_main(const std::vector<std::string>& args) {
 
 }  // namespace
 
-int run_plan(int /*argc*/, char** argv, const std::vector<std::string>& args) {
+int run_plan(int argc, char** argv, const std::vector<std::string>& args) {
   try {
+    if (!args.empty() && args[0] == "calibrate")
+      return run_plan_calibrate(argc, argv, {args.begin() + 1, args.end()});
     if (!args.empty() && args[0] == "validate")
       return run_plan_validate(argv[0], {args.begin() + 1, args.end()});
     return plan_main(args);

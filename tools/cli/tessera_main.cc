@@ -28,7 +28,7 @@ constexpr const char* kUsage =
     "  checkpoint consolidate DIR OUT [--optimizer] one safetensors file of the serial model\n"
     "  plan --config FILE --world N [--search]    predict a layout's step time and memory per rank,\n"
     "                                              or search every layout for the fastest that fits\n"
-    "                                              (plan --help; plan validate)\n"
+    "                                              (plan --help; plan calibrate; plan validate)\n"
     "  bench kernels|train|comm|tp|zero|pp|cuda    benchmarks: kernels and the GPT-2 training step\n"
     "                                              beside PyTorch; comm (mpirun -np N) collectives\n"
     "                                              and data-parallel scaling; tp (mpirun -np N)\n"

@@ -1,6 +1,8 @@
 // Cluster profiles: the JSON round trip, strict errors that name the key, the bundled profiles
 // (each number with its source), ring collective costs against hand-computed values, measured
 // overrides interpolated over group sizes, core sharing, and where load_cluster finds a profile.
+#include "models/plan/cluster.h"
+
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <fstream>
@@ -8,14 +10,13 @@
 #include <thread>
 
 #include "core/error.h"
-#include "models/plan/cluster.h"
 #include "models/plan/host_probe.h"
 #include "tests/testing/temp_dir.h"
 
 using namespace tessera;
 using namespace tessera::plan;
-using nlohmann::json;
 using Catch::Matchers::Contains;
+using nlohmann::json;
 
 namespace {
 
@@ -84,8 +85,10 @@ class ScopedEnv {
     setenv(name, value.c_str(), 1);
   }
   ~ScopedEnv() {
-    if (had_) setenv(name_, old_.c_str(), 1);
-    else unsetenv(name_);
+    if (had_)
+      setenv(name_, old_.c_str(), 1);
+    else
+      unsetenv(name_);
   }
 
  private:
@@ -223,7 +226,8 @@ TEST_CASE("ring collectives cost latency per step plus volume over bandwidth", "
   // all_reduce on 4: 6 steps, 2 * 3/4 of the payload.
   CHECK(p.collective_seconds(Collective::all_reduce, mb, 4, false) ==
         Approx(6e-6 + 1.5e-3).epsilon(1e-12));
-  for (Collective c : {Collective::reduce_scatter, Collective::all_gather, Collective::all_to_all}) {
+  for (Collective c :
+       {Collective::reduce_scatter, Collective::all_gather, Collective::all_to_all}) {
     CHECK(p.collective_seconds(c, mb, 4, false) == Approx(3e-6 + 0.75e-3).epsilon(1e-12));
   }
   // broadcast / reduce: ceil(log2 p) steps, the payload once.
@@ -363,20 +367,24 @@ TEST_CASE("the quick probe scales the bundled host defaults", "[plan][cluster]")
   HostProbe probe;
   probe.core_peak_flops = 5e10;
   probe.memory_bandwidth = 3e10;
-  probe.gemm_efficiency = 0.4;
+  probe.gemm_flops = 1e8;
+  probe.gemm_efficiency = 0.3;  // the toy curve says 0.6 at 1e8: every point halves
   const ClusterProfile p = probed_host_profile(d, probe);
   CHECK(p.cores == host_cores());
   CHECK(p.peak(DType::f32) == Approx(5e10 * host_cores()));
   CHECK(p.peak(DType::bf16) == Approx(4 * 5e10 * host_cores()));  // the toy's bf16 / f32 ratio
   CHECK(p.memory_bandwidth == 3e10);
-  CHECK(p.gemm_efficiency.back().second == Approx(0.4));  // the top point: 0.8 -> 0.4
+  CHECK(p.gemm_efficiency_at(1e8) == Approx(0.3));
+  CHECK(p.gemm_efficiency.back().second == Approx(0.4));
   CHECK(p.gemm_efficiency.front().second == Approx(0.1));
+  probe.gemm_efficiency = 1.5;  // a turbo clock above the loop's: capped at 1
+  CHECK(probed_host_profile(d, probe).gemm_efficiency.back().second == 1.0);
   probe.gemm_efficiency = 0;
   CHECK_THROWS_WITH(probed_host_profile(d, probe), Contains("GEMM efficiency"));
 }
 
 TEST_CASE("the probe's measurements are plausible", "[plan][cluster]") {
-  const double peak = measure_core_peak_flops(0.005, 2);
+  const double peak = measure_core_peak_flops(0.001, 5);
   CHECK(peak > 1e9);
   CHECK(peak < 1e12);  // one core: 2 FMA ports x 16 lanes x 2 x 6 GHz would be 384 GFLOP/s
   const double bw = measure_memory_bandwidth(1, int64_t(8) << 20, 2);
