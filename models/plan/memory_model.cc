@@ -126,46 +126,47 @@ MicroBatchBytes micro_batch_bytes(const Workload& w, const Layout& l, const Bloc
 }
 
 // The peak while one micro-batch runs backward through this rank's layers, starting from `cur`
-// bytes held; grads_new: the parameter gradients do not exist yet (the step's first backward).
+// bytes held. grads_new: no parameter gradient exists yet (the step's first backward; otherwise
+// every one is held, accumulated). synced: the step's last backward, whose gradients ZeRO 2 and
+// 3 reduce as they arrive.
 double backward_peak(const Workload& w, const Layout& l, const BlockView& v,
-                     const RankPlace& place, double cur, bool grads_new, int64_t local_params) {
+                     const RankPlace& place, double cur, bool grads_new, bool synced,
+                     int64_t local_params) {
   const double e = double(act_bytes(w)), n = double(v.tokens);
-  const double grad_per_block =
-      grads_new ? double(w.block_parameters) / v.split * e : 0.0;
-  // ZeRO 2 and 3 copy each gradient into its bucket as it arrives and release it; a bucket's
-  // buffer lives from its first gradient until it is reduced (stage2_reducer.cc).
-  // The first gradient ready is the head's (after the logits' gradient has come and gone).
-  const bool into_buckets = l.zero.stage >= 2 && l.parallel.data > 1;
-  const double buckets =
-      into_buckets && grads_new
-          ? std::min(double(local_params) * e, 2.0 * l.zero.bucket_mb * 1024 * 1024)
-          : 0.0;
+  const double block_grads = double(w.block_parameters) / v.split * e;
+  const double head_grads = double(local_params) * e - double(place.blocks) * block_grads;
+  // ZeRO 2 and 3 copy each gradient into its bucket when it is ready and release it; a bucket's
+  // buffer lives from its first gradient until it is reduced (stage2_reducer.cc). The first
+  // gradient ready is the head's, after the logits' gradient has come and gone. Otherwise a new
+  // gradient stays in .grad (accumulating onto the one held).
+  const bool into_buckets = synced && l.zero.stage >= 2 && l.parallel.data > 1;
+  // How the held gradients change as a part's backward completes.
+  const auto settle = [&](double grads) {
+    if (into_buckets) return grads_new ? 0.0 : -grads;  // the held ones move into the bucket
+    return grads_new ? grads : 0.0;                      // new ones stay
+  };
   double peak = cur;
   if (place.last) {
     // Cross-entropy's backward makes the logits' gradient while the logits are still held.
     const double outputs = double(w.outputs_per_sample) / double(w.seq);
     peak = std::max(peak, cur + n * outputs * v.vocab * e);
-    const double head_grads = grads_new && !into_buckets
-                                  ? double(local_params) * e - double(place.blocks) * grad_per_block
-                                  : 0.0;
-    cur += -n * head_saved_per_token(w, v, e) - n * v.residual * e + head_grads +
-           n * v.residual * e;
+    cur += -n * head_saved_per_token(w, v, e) + settle(head_grads);
   }
-  cur += buckets;
+  if (into_buckets) cur += std::min(double(local_params) * e, 2.0 * l.zero.bucket_mb * 1024 * 1024);
   const double own = block_saved_per_token(v, e);
+  // The MLP's output projection's weight gradient, made before it is kept, accumulated or
+  // copied into its bucket.
+  const double proj = double(w.mlp_hidden) * double(w.d_model) / v.split * e;
   for (int64_t b = 0; b < place.blocks; ++b) {
     // A checkpointed block first recomputes its forward, saving what the plain one saved.
     if (l.checkpoint) cur += n * own;
-    // The MLP's output projection's gradients and the hidden gradient of (tokens, hidden).
-    // Under accumulation the new gradient is made before it is added to the one kept.
-    const double proj =
-        !into_buckets ? double(w.mlp_hidden) * double(w.d_model) / v.split * e : 0.0;
+    // The MLP's hidden gradient of (tokens, hidden) beside its weight gradient.
     peak = std::max(peak, cur + proj + n * v.hidden * e);
     // Attention's backward: the (tokens, 3 C) gradient of the fused qkv, after the MLP's saved
     // tensors and the second LayerNorm's are released.
     const double after_mlp = cur - n * (2 * v.hidden + 2 * v.residual) * e + proj;
     peak = std::max(peak, after_mlp + n * 3 * v.attention * e);
-    cur += -n * own - n * v.residual * e + (into_buckets ? 0.0 : grad_per_block);
+    cur += -n * own - n * v.residual * e + settle(block_grads);
   }
   return peak;
 }
@@ -219,13 +220,15 @@ MemoryParts rank_memory(const Workload& w, const Layout& l, const RankPlace& pla
   const double pipe_buffers =
       l.parallel.pipeline > 1 && !place.last ? n * v.residual * e : 0.0;
   const double held = states + pipe_buffers;
-  const double first = backward_peak(w, l, v, place, held + place.in_flight * per_mb, true, local);
+  const bool one = place.micro_batches == 1;
+  const double first =
+      backward_peak(w, l, v, place, held + place.in_flight * per_mb, true, one, local);
   double peak = first;
   if (place.micro_batches > 1) {
     // Later micro-batches run backward with every gradient already allocated.
     const int later = l.parallel.pipeline > 1 ? place.in_flight : 1;
     peak = std::max(peak, backward_peak(w, l, v, place, held + later * per_mb + grad_bytes,
-                                        false, local));
+                                        false, true, local));
   }
   // The batch's ids and targets (i64) for every micro-batch of the step.
   m.other = int64_t(2.0 * 8.0 * double(l.micro_batch_size) * double(w.seq) *

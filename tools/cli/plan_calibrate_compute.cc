@@ -8,6 +8,7 @@
 #include <functional>
 #include <tuple>
 
+#include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "core/factory.h"
 #include "kernels/kernels.h"
@@ -107,18 +108,22 @@ double add_bandwidth(bool quick) {
   return 3.0 * double(n) * sizeof(float) / seconds;
 }
 
-// One op through the public op API (validation, allocation, dispatch) on a 1-element tensor:
-// what an op costs beyond its FLOPs and bytes.
+// One op as training runs it, on a 1-element tensor: the forward through the public op API
+// (validation, allocation, dispatch, recording its autograd node) and its share of the backward
+// pass (the engine's scheduling, the node's gradient op, accumulation), per op: what an op costs
+// beyond its FLOPs and bytes.
 double op_overhead(bool quick) {
-  autograd::NoGradGuard no_grad;
-  const Tensor a = full({1}, 1.0), b = full({1}, 2.0);
-  const int calls = quick ? 200 : 2000;
-  const double batch = best_seconds(
+  const Tensor x = full({1}, 1.0, {.requires_grad = true}), b = full({1}, 2.0);
+  const int chain = quick ? 50 : 500;
+  const double seconds = best_seconds(
       [&] {
-        for (int i = 0; i < calls; ++i) (void)add(a, b);
+        Tensor y = x;
+        for (int i = 0; i < chain; ++i) y = add(y, b);
+        autograd::backward({sum(y)});
+        x.set_grad(Tensor());
       },
       timing(quick));
-  return batch / calls;
+  return seconds / (2.0 * chain);  // a forward op and its backward op each
 }
 
 double adam_params_per_s(bool quick) {
