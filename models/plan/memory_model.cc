@@ -23,6 +23,7 @@ struct BlockView {
   double gathered = 0;     // Megatron's sequence parallelism: the all-gathered LayerNorm outputs
   double vocab = 0;        // the head's logits per token
   double split = 1;        // parameters of a block divide by this (tensor layout)
+  double scores = 0;       // the paper's plain ring: attention probabilities kept per token
 };
 
 BlockView block_view(const Workload& w, const Layout& l) {
@@ -31,6 +32,12 @@ BlockView block_view(const Workload& w, const Layout& l) {
   const int64_t tokens = l.micro_batch_size * w.seq / p.sequence;
   BlockView v{tokens, double(w.d_model), double(w.d_model), double(w.mlp_hidden),
               double(w.n_heads), 0, double(w.vocab), 1};
+  // The plain ring keeps each step's probabilities, (T / S) x (T / S) per head, for every step
+  // it scores: all S under full attention, (S + 1) / 2 on average under a causal mask.
+  if (p.sequence > 1 && p.sequence_mode == parallel::sequence::SequenceAttentionMode::ring) {
+    const double steps = w.causal ? (p.sequence + 1) / 2.0 : double(p.sequence);
+    v.scores = double(w.n_heads) / t * double(w.seq) / p.sequence * steps;
+  }
   if (t == 1) return v;
   const int q = parallel::tensor_grid_dim(p.tensor);
   switch (p.tensor.mode) {
@@ -67,7 +74,7 @@ int64_t act_bytes(const Workload& w) { return int64_t(dtype_size(w.dtype)); }
 // Bytes one block saves for backward besides its input (its output counted apart).
 double block_saved_per_token(const BlockView& v, double e) {
   const double tensors = 3 * v.residual + 3 * v.attention + 2 * v.attention + 2 * v.hidden +
-                         v.gathered;
+                         v.gathered + v.scores;
   const double stats = 4 * v.residual / std::max(1.0, v.residual) + v.heads;  // LN mean, rstd; lse
   return tensors * e + stats * 4;
 }
@@ -139,7 +146,9 @@ double backward_peak(const Workload& w, const Layout& l, const BlockView& v,
   // buffer lives from its first gradient until it is reduced (stage2_reducer.cc). The first
   // gradient ready is the head's, after the logits' gradient has come and gone. Otherwise a new
   // gradient stays in .grad (accumulating onto the one held).
-  const bool into_buckets = synced && l.zero.stage >= 2 && l.parallel.data > 1;
+  // (Under a pipeline the stage's gradients are handed over after its backward: they stay.)
+  const bool into_buckets = synced && l.zero.stage >= 2 && l.parallel.pipeline == 1 &&
+                            l.parallel.data * l.parallel.sequence > 1;
   // How the held gradients change as a part's backward completes.
   const auto settle = [&](double grads) {
     if (into_buckets) return grads_new ? 0.0 : -grads;  // the held ones move into the bucket
@@ -175,7 +184,9 @@ MemoryParts rank_memory(const Workload& w, const Layout& l, const RankPlace& pla
                         int64_t* host_bytes) {
   const BlockView v = block_view(w, l);
   const double e = double(act_bytes(w));
-  const int data = l.parallel.data;
+  // Gradients are reduced, and ZeRO shards, over the replicas: the data x sequence group (the
+  // sequence ranks hold the same parameters).
+  const int data = l.parallel.data * l.parallel.sequence;
   const int64_t local = local_parameters(w, l, place);
   const int64_t shard = ceil_div(local, data);
   const int stage = int(l.zero.stage);

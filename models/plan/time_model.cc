@@ -177,9 +177,10 @@ StepTime step_time(const Workload& w, const Layout& l, int micro_batches, int64_
   // Data-parallel / ZeRO reductions over the data group (stride sequence x tensor), started from
   // backward's gradient hooks: all but the last micro-batch's backward hides them.
   double reduce = 0, gather = 0;
-  const int dp = p.data;
+  // Gradients are reduced over the replicas: the data x sequence group (stride: the tensor size).
+  const int dp = p.data * p.sequence;
   if (dp > 1) {
-    const bool across = crosses_nodes(c, dp, p.sequence * p.tensor.size);
+    const bool across = crosses_nodes(c, dp, p.tensor.size);
     const int stage = int(l.zero.stage);
     if (stage <= 1) {
       reduce = c.collective_seconds(Collective::all_reduce, int64_t(grad_bytes), dp, across);
