@@ -112,25 +112,22 @@ nlohmann::json layout_json(const Layout& l) {
           {"checkpoint", l.checkpoint}};
 }
 
-std::string memory_misfit(const std::vector<int64_t>& peaks, const ClusterProfile& c) {
-  if (c.device_memory <= 0) return "";
+std::string memory_misfit(const std::vector<int64_t>& stages, int per_stage,
+                          const ClusterProfile& c) {
+  if (c.device_memory <= 0 || stages.empty()) return "";
   if (c.cores > 0) {
-    // The host: ranks on one machine share its memory.
-    const int per_node = std::max(1, c.devices_per_node);
-    for (size_t first = 0; first < peaks.size(); first += size_t(per_node)) {
-      int64_t sum = 0;
-      for (size_t r = first; r < std::min(peaks.size(), first + size_t(per_node)); ++r) sum += peaks[r];
-      if (sum > c.device_memory)
-        return str_cat("out of memory: ranks ", first, "-", std::min(peaks.size(), first + per_node) - 1,
-                       " need ", gib(sum), " together, ", gib(sum - c.device_memory),
-                       " more than the node's ", gib(c.device_memory));
-    }
-    return "";
+    // The host: every rank on one machine, sharing its memory.
+    int64_t sum = 0;
+    for (int64_t peak : stages) sum += peak * per_stage;
+    if (sum <= c.device_memory) return "";
+    return str_cat("out of memory: the ", stages.size() * size_t(per_stage), " ranks need ",
+                   gib(sum), " together, ", gib(sum - c.device_memory),
+                   " more than the machine's ", gib(c.device_memory));
   }
-  for (size_t r = 0; r < peaks.size(); ++r)
-    if (peaks[r] > c.device_memory)
-      return str_cat("out of memory: rank ", r, " needs ", gib(peaks[r]), ", ",
-                     gib(peaks[r] - c.device_memory), " more than a device's ",
+  for (size_t s = 0; s < stages.size(); ++s)
+    if (stages[s] > c.device_memory)
+      return str_cat("out of memory: rank ", s * size_t(per_stage), " needs ", gib(stages[s]), ", ",
+                     gib(stages[s] - c.device_memory), " more than a device's ",
                      gib(c.device_memory));
   return "";
 }

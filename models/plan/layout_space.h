@@ -23,8 +23,9 @@ std::vector<Layout> candidate_layouts(const train::TrainConfig& config, int worl
 nlohmann::json layout_json(const Layout& layout);
 
 // "" when every rank's peak fits its device (the host: the ranks of a node share its memory),
-// else which rank overflows and by how much.
-std::string memory_misfit(const std::vector<int64_t>& peak_bytes_ranks,
+// else which rank overflows and by how much. Peaks per pipeline stage, ranks_per_stage each (world
+// rank r is stage r / ranks_per_stage's).
+std::string memory_misfit(const std::vector<int64_t>& peak_bytes_stages, int ranks_per_stage,
                           const ClusterProfile& cluster);
 
 }  // namespace tessera::plan

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "models/plan/layout_space.h"
 #include "models/plan/memory_model.h"
+#include "models/plan/schedule_cache.h"
 #include "models/plan/time_model.h"
 #include "models/plan/workload.h"
 #include "models/train/run_layout.h"
@@ -55,8 +56,7 @@ std::vector<RankPlace> places(const Workload& w, const Layout& l, int micro_batc
       std::vector<int64_t>(size_t(w.n_layers), w.block_parameters));
   std::vector<int> in_flight(size_t(p.pipeline), 1);
   if (p.pipeline > 1) {
-    const auto sim = parallel::pipeline::simulate(
-        {p.pipeline_options.schedule, p.pipeline, v, micro_batches});
+    const auto sim = simulated({p.pipeline_options.schedule, p.pipeline, v, micro_batches}, {});
     for (int s = 0; s < p.pipeline; ++s)
       in_flight[size_t(s)] = std::max(1, (sim.peak_in_flight[size_t(s)] + v - 1) / v);
   }
@@ -77,6 +77,13 @@ std::vector<RankPlace> places(const Workload& w, const Layout& l, int micro_batc
 }
 
 }  // namespace
+
+std::vector<int64_t> Prediction::peak_bytes_ranks() const {
+  std::vector<int64_t> out;
+  out.reserve(peak_bytes_stages.size() * size_t(ranks_per_stage));
+  for (int64_t peak : peak_bytes_stages) out.insert(out.end(), size_t(ranks_per_stage), peak);
+  return out;
+}
 
 int64_t MemoryParts::total() const {
   return parameters + gradients + master_weights + optimizer_state + activations + comm_buffers +
@@ -104,7 +111,7 @@ nlohmann::json Prediction::to_json() const {
           {"mfu", mfu},
           {"peak_bytes", peak_bytes},
           {"peak_rank", peak_rank},
-          {"peak_bytes_ranks", peak_bytes_ranks},
+          {"peak_bytes_ranks", peak_bytes_ranks()},
           {"host_bytes", host_bytes},
           {"comm_bytes_per_rank", comm},
           {"bubble", bubble},
@@ -130,28 +137,28 @@ Prediction predict_layout(const train::TrainConfig& config, const Layout& layout
   const Layout& l = out.layout;
   const std::vector<RankPlace> stages = places(w, l, int(micro_batches));
 
-  // Memory: every rank of a pipeline stage holds the same (the mesh puts the pipeline outermost).
-  const int per_stage = world / l.parallel.pipeline;
-  out.peak_bytes_ranks.assign(size_t(world), 0);
+  // Memory per stage (every rank of a stage holds the same), then whether it fits; a layout that
+  // does not fit is not timed.
+  out.ranks_per_stage = world / l.parallel.pipeline;
   int64_t largest_stage_blocks = 0, largest_local = 0;
   for (const RankPlace& place : stages) {
     int64_t host = 0;
     const MemoryParts parts = rank_memory(w, l, place, &host);
-    for (int r = 0; r < per_stage; ++r)
-      out.peak_bytes_ranks[size_t(place.stage * per_stage + r)] = parts.total();
+    out.peak_bytes_stages.push_back(parts.total());
     if (parts.total() > out.peak_bytes) {
       out.peak_bytes = parts.total();
-      out.peak_rank = place.stage * per_stage;
+      out.peak_rank = place.stage * out.ranks_per_stage;
       out.peak_parts = parts;
     }
     out.host_bytes = std::max(out.host_bytes, host);
     largest_stage_blocks = std::max(largest_stage_blocks, place.blocks);
     largest_local = std::max(largest_local, local_parameters(w, l, place));
   }
-  const std::string fit = memory_misfit(out.peak_bytes_ranks, cluster);
+  const std::string fit = memory_misfit(out.peak_bytes_stages, out.ranks_per_stage, cluster);
   if (!fit.empty()) {
     out.feasible = false;
     out.why = fit;
+    return out;
   }
   const StepTime time = step_time(w, l, int(micro_batches), largest_stage_blocks, largest_local,
                                   cluster, world);
@@ -186,8 +193,11 @@ Prediction predict(const train::TrainConfig& config, int world, const ClusterPro
 std::vector<Prediction> search(const train::TrainConfig& config, int world,
                                const ClusterProfile& cluster, const SearchOptions& options) {
   std::vector<Prediction> feasible, refused;
+  // Each prediction copies the config: without the file's JSON the copies are cheap.
+  train::TrainConfig lean = config;
+  lean.source = nlohmann::json();
   for (const Layout& layout : candidate_layouts(config, world)) {
-    Prediction p = predict_layout(config, layout, world, cluster);
+    Prediction p = predict_layout(lean, layout, world, cluster);
     if (p.feasible)
       feasible.push_back(std::move(p));
     else if (options.include_infeasible)

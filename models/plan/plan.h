@@ -45,7 +45,11 @@ struct Prediction {
   double mfu = 0;                // model FLOPs (6 N per token + attention) / (step x peak x ranks)
   int64_t peak_bytes = 0;        // the largest over ranks
   int peak_rank = 0;
-  std::vector<int64_t> peak_bytes_ranks;  // per world rank
+  // Every rank of a pipeline stage holds the same (the mesh puts the pipeline outermost): the
+  // peak per stage, and world ranks 0 .. ranks_per_stage - 1 are stage 0's.
+  std::vector<int64_t> peak_bytes_stages;
+  int ranks_per_stage = 1;
+  std::vector<int64_t> peak_bytes_ranks() const;  // per world rank
   MemoryParts peak_parts;                 // peak_rank's parts
   int64_t host_bytes = 0;                 // offload's share in host memory, per rank (the largest)
   std::vector<std::pair<std::string, int64_t>> comm_bytes_per_rank;  // group -> bytes sent per step

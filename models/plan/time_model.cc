@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "parallel/mesh/parallel_config.h"
+#include "models/plan/schedule_cache.h"
 #include "parallel/pipeline/schedule.h"
 
 namespace tessera::plan {
@@ -164,11 +165,9 @@ StepTime step_time(const Workload& w, const Layout& l, int micro_batches, int64_
     const double v = double(spec.virtual_stages);
     parallel::pipeline::SimulationCosts costs{mb.forward / v, mb.backward / v,
                                               mb.backward / v / 2, mb.backward / v / 2};
-    const auto sim = parallel::pipeline::simulate(spec, costs);
-    pipeline_seconds = sim.makespan;
-    double bubble = 0;
-    for (double b : sim.bubble_fraction) bubble += b;
-    out.bubble = bubble / double(sim.bubble_fraction.size());
+    const PipelineTime t = pipeline_time(spec, costs);
+    pipeline_seconds = t.makespan;
+    out.bubble = t.bubble;
   } else {
     pipeline_seconds = micro_batches * (mb.forward + mb.backward);
   }

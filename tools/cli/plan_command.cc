@@ -88,7 +88,7 @@ std::string fixed(double v, int digits) {
 void print_prediction(const plan::Prediction& p, std::ostream& out) {
   out << "layout      " << plan::layout_text(p.layout) << "\n";
   if (!p.feasible) out << "NOT FEASIBLE: " << p.why << "\n";
-  if (p.peak_bytes_ranks.empty()) return;
+  if (p.peak_bytes_stages.empty()) return;
   out << "step        " << fixed(p.step_seconds, 4) << " s, " << fixed(p.tokens_per_second, 0)
       << " units/s, MFU " << fixed(100 * p.mfu, 2) << "%, pipeline bubble "
       << fixed(100 * p.bubble, 1) << "%\n";
@@ -100,8 +100,8 @@ void print_prediction(const plan::Prediction& p, std::ostream& out) {
     if (it.key() != "total")
       out << "    " << it.key() << std::string(18 - it.key().size(), ' ')
           << gib(it.value().get<int64_t>()) << "\n";
-  out << "  per rank:";
-  for (int64_t b : p.peak_bytes_ranks) out << " " << fixed(double(b) / (1 << 20), 1) << "M";
+  out << "  per pipeline stage (" << p.ranks_per_stage << " rank(s) each):";
+  for (int64_t b : p.peak_bytes_stages) out << " " << fixed(double(b) / (1 << 20), 1) << " MiB";
   out << "\n";
   out << "time        ";
   for (const auto& [part, s] : p.time_parts) out << part << " " << fixed(s, 4) << " s  ";

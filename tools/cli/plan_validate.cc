@@ -115,7 +115,7 @@ std::string pct(double relative) {
 // Every rank's peak against its prediction: the worst absolute error (percent) and its rank;
 // {-1, -1} when the prediction lists another number of ranks (nothing to compare rank by rank).
 std::pair<double, int> worst_rank_error(const LayoutRun& r) {
-  const std::vector<int64_t>& p = r.predicted.peak_bytes_ranks;
+  const std::vector<int64_t> p = r.predicted.peak_bytes_ranks();
   const std::vector<int64_t>& m = r.measured.peak_bytes_ranks;
   if (p.size() != m.size()) return {-1, -1};
   std::pair<double, int> worst{0, 0};
@@ -140,7 +140,7 @@ json run_json(const LayoutRun& r) {
              {{"step_seconds", r.predicted.step_seconds},
               {"peak_bytes", r.predicted.peak_bytes},
               {"peak_rank", r.predicted.peak_rank},
-              {"peak_bytes_ranks", r.predicted.peak_bytes_ranks}}}};
+              {"peak_bytes_ranks", r.predicted.peak_bytes_ranks()}}}};
   if (!r.ok) return j;
   j["measured"] = {{"step_seconds", r.measured.step_seconds},
                    {"steps_used", r.measured.steps_used},

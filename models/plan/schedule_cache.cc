@@ -1,0 +1,62 @@
+// Memoized schedule simulations (see schedule_cache.h).
+#include "models/plan/schedule_cache.h"
+
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+namespace tessera::plan {
+namespace {
+
+using Key = std::tuple<int, int, int, int, int64_t, int64_t, int64_t>;
+
+int64_t ratio(double cost, double unit) { return std::llround(100.0 * cost / unit); }
+
+}  // namespace
+
+parallel::pipeline::SimulationResult simulated(const parallel::pipeline::ScheduleSpec& spec,
+                                               const parallel::pipeline::SimulationCosts& costs) {
+  static std::mutex mutex;
+  static std::map<Key, parallel::pipeline::SimulationResult> cache;
+  const double unit = costs.forward > 0 ? costs.forward : 1.0;
+  const Key key{int(spec.kind),
+                spec.stages,
+                spec.virtual_stages,
+                spec.micro_batches,
+                ratio(costs.backward, unit),
+                ratio(costs.backward_input, unit),
+                ratio(costs.backward_weight, unit)};
+  parallel::pipeline::SimulationResult result;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+      const parallel::pipeline::SimulationCosts normalized{
+          1.0, double(std::get<4>(key)) / 100.0, double(std::get<5>(key)) / 100.0,
+          double(std::get<6>(key)) / 100.0};
+      it = cache.emplace(key, parallel::pipeline::simulate(spec, normalized)).first;
+    }
+    result = it->second;
+  }
+  // Back to seconds: the times scale with the forward's cost; fractions and counts do not.
+  result.makespan *= unit;
+  for (double& b : result.busy) b *= unit;
+  return result;
+}
+
+PipelineTime pipeline_time(const parallel::pipeline::ScheduleSpec& spec,
+                           const parallel::pipeline::SimulationCosts& costs) {
+  using parallel::pipeline::ScheduleKind;
+  const double slots = double(spec.virtual_stages) * spec.micro_batches;  // per rank
+  if (spec.kind != ScheduleKind::zero_bubble) {
+    const double makespan = (slots + spec.stages - 1) * (costs.forward + costs.backward);
+    return {makespan, double(spec.stages - 1) / (slots + spec.stages - 1)};
+  }
+  const parallel::pipeline::SimulationResult sim = simulated(spec, costs);
+  double idle = 0;
+  for (double b : sim.bubble_fraction) idle += b;
+  return {sim.makespan, idle / double(sim.bubble_fraction.size())};
+}
+
+}  // namespace tessera::plan
