@@ -6,6 +6,7 @@
 
 #include "parallel/mesh/parallel_config.h"
 #include "models/plan/schedule_cache.h"
+#include "models/plan/tp_volume.h"
 #include "parallel/pipeline/schedule.h"
 
 namespace tessera::plan {
@@ -99,33 +100,34 @@ Costs micro_batch_costs(const Workload& w, const Layout& l, int64_t blocks,
   const double elementwise = elementwise_seconds(c, ew_bytes, 14);
   const double block_forward = gemm + attention + elementwise;
 
-  // Tensor-parallel communication per block, forward (backward alike): 1D two all-reduces of the
-  // (tokens, d) activation; the grid modes the documentation's volumes (tp_plan in tools/bench
-  // counts them exactly per layer).
+  // Tensor-parallel communication per block: the collectives each mode's layers issue
+  // (tp_volume.h, whose counts the layers' byte counters check), their calls at the group's
+  // latency and their bytes at its bandwidth; half forward, half backward.
   Costs out;
-  const int64_t act = int64_t(tokens * d * e);
   double tensor_fw = 0;
   if (t > 1) {
+    const int q = parallel::tensor_grid_dim(p.tensor);
+    SchemeLayout scheme{p.tensor.mode, true, q, p.tensor.mode == TensorMode::two_point_five_d
+                                                    ? p.tensor.depth
+                                                    : 1};
+    // A mode's groups: 1D's is the whole tensor group, the grid's rows and columns hold q ranks.
+    const int group = p.tensor.mode == TensorMode::one_d ? t : q;
     const bool across = crosses_nodes(c, t, 1);
-    if (p.tensor.mode == TensorMode::one_d) {
-      tensor_fw = 2 * c.collective_seconds(Collective::all_reduce, act, t, across);
-      out.tensor_bytes = int64_t(2 * 2 * 2.0 * (t - 1) / t * double(act));
-    } else {
-      const int q = parallel::tensor_grid_dim(p.tensor);
-      const double factor = p.tensor.mode == TensorMode::three_d ? 6.0 * (q - 1) / (double(q) * q * q)
-                            : p.tensor.mode == TensorMode::two_d
-                                ? 6.0 * (q - 1) / q
-                                : 3.0 * (q - 1) * (p.tensor.depth + 1) / (double(p.tensor.depth) * q);
-      const int64_t bytes = int64_t(factor * double(act) / 2);
-      // q broadcast steps per Linear on row and column groups of q ranks.
-      tensor_fw = 4 * q * c.collective_seconds(Collective::broadcast, bytes / (4 * q), q, across);
-      out.tensor_bytes = 2 * bytes;
-    }
+    const VolumePlan v = p.tensor.mode == TensorMode::one_d
+                             ? plan_1d_block(l.micro_batch_size, w.seq / s, w.d_model, t)
+                             : plan_block(scheme, l.micro_batch_size, w.seq / s, w.d_model);
+    const double bytes = double(v.sent_bytes) * e / 4.0;  // the plan counts f32
+    const LinkCost link = across ? c.inter_node : c.intra_node_cost(Collective::all_gather, group);
+    const double calls = double(v.forward_calls + v.backward_calls);
+    const double steps = double(ring_shape(Collective::all_gather, group).steps);
+    tensor_fw = (calls * steps * link.latency_s + bytes / link.bandwidth) / 2;
+    out.tensor_bytes = int64_t(bytes);
   }
   const double sequence_fw = sequence_seconds(c, p, int64_t(2 * tokens * d / t * e),
                                               &out.sequence_bytes);
   const double block_comm = tensor_fw + sequence_fw;
   const double recompute = l.checkpoint ? block_forward + block_comm : 0.0;
+  out.tensor_bytes *= blocks, out.sequence_bytes *= blocks;  // per block so far
   out.forward = double(blocks) * (block_forward + block_comm);
   out.backward = double(blocks) * (2 * block_forward + block_comm + recompute);
   out.tensor_seconds = double(blocks) * 3 * block_comm;

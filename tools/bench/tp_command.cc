@@ -24,9 +24,12 @@
 #include "tools/bench/system_info.h"
 #include "tools/bench/table.h"
 #include "tools/bench/tp_bench.h"
-#include "tools/bench/tp_plan.h"
+#include "models/plan/tp_volume.h"
 
 namespace tessera::bench {
+
+// The tensor-parallel volumes live with the planner (models/plan/tp_volume.h).
+using namespace ::tessera::plan;
 
 const char* const kTpUsage =
     "usage: mpirun -np N bench tp [--batch B] [--seq T] [--d-model C] [--heads H]\n"
@@ -275,7 +278,7 @@ void print_section(const std::string& title, const TpMeasured& serial,
       "input, weight and output groups) by their counters: a ring all-reduce sends floor(2(P-1)/P "
       "x payload) per call, an all-gather, reduce-scatter or all-to-all floor((P-1)/P x payload), "
       "a broadcast's root the payload, a reduce's non-roots the payload. predicted: "
-      "tools/bench/tp_plan.cc; vs 1d: the ratio to the 1D row (\"-\" where 1D does not fit).\n");
+      "models/plan/tp_volume.cc; vs 1d: the ratio to the 1D row (\"-\" where 1D does not fit).\n");
   for (const auto& [mode, run] : runs) {
     const CommCounter got = run.m.step.total();
     const int64_t calls = got.calls - run.m.step[CommKind::barrier].calls;
@@ -417,7 +420,7 @@ int bench_tp(const std::shared_ptr<Communicator>& world, const Args& a) {
                  .state = "weights, gradients, AdamW state, activations",
                  .extra = "the vocab-parallel cross-entropy's row statistics (max, then sum-exp "
                           "and target logit: 3 x B x T floats)",
-                 .edges = "Outside the blocks the step adds the GPT's edges (tp_plan.h, "
+                 .edges = "Outside the blocks the step adds the GPT's edges (tp_volume.h, "
                           "plan_gpt_edges): the vocab-parallel token embedding's partial rows, "
                           "the T position rows used, ln_f, the tied LM head's product (SUMMA "
                           "under 2D / 2.5D, a Linear3D C -> V under 3D), the loss's statistics, "

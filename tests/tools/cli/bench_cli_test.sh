@@ -54,7 +54,7 @@ expect_error "bench tp usage error" "expected --d-model divisible by --heads"
 # The grid schemes on 4 ranks (2d and 2.5d at q 2 d 1) and 8 (2.5d q 2 d 2, 3d q 2), gpt-tiny on
 # B=4, T=8: every measured row of both sections equals its prediction (calls, payload and bytes
 # sent), and the GPT step's rows equal the edges + blocks worked out by hand in
-# tools/bench/tp_plan_test.cc (sent/rank = predicted = 1493444, 1820902, 584708 bytes); 3D's loss
+# tests/models/plan/tp_volume_test.cc (sent/rank = predicted = 1493444, 1820902, 584708 bytes); 3D's loss
 # statistics on the LM head's own plane group (288 bytes) are named apart.
 tp_tiny="--batch 4 --seq 8 --d-model 32 --heads 4 --model gpt-tiny --repeats 1"
 gpt_rows() { sed -n '/^## GPT training step/,$p' "$LOG"; }

@@ -1,4 +1,4 @@
-// `bench tp`'s arithmetic, MPI-free: how P ranks lay out under each tensor-parallel scheme, whether
+// Tensor parallelism's communication, MPI-free (the planner's time model and `bench tp` read it): how P ranks lay out under each tensor-parallel scheme, whether
 // a shape splits under it, the Colossal-AI documentation's bandwidth factor per scheme, and the
 // bytes each scheme moves per rank for a transformer block and for a GPT training step,
 // counted the way the communicators count them (parallel/comm/comm_types.h: a ring all-reduce
@@ -13,7 +13,7 @@
 #include "models/gpt/gpt_config.h"
 #include "parallel/mesh/tensor_mode.h"
 
-namespace tessera::bench {
+namespace tessera::plan {
 
 // One scheme on P ranks. The Colossal-AI documentation prices communication per scheme as a
 // multiple of the activation size: 1D 2(P-1)/P, 2D 6(q-1)/q (P = q^2), 2.5D 3(q-1)(d+1)/(dq)
@@ -102,7 +102,7 @@ VolumePlan plan_block(const SchemeLayout& layout, int64_t batch, int64_t seq, in
 // vocab-parallel LM head and the vocab-parallel cross-entropy), forward + backward, exchanges 2
 // (the 1D count). With n rows per rank (2D / 2.5D B / (d q) x T, 3D B / q x T),
 // V' = V padded to a multiple of q^2, every byte f32 and "x (q-1)/q" what a gather or scatter of q
-// ranks sends (tp_plan.cc spells out each term and the layer it comes from):
+// ranks sends (tp_volume.cc spells out each term and the layer it comes from):
 //   1D    all-reduces of A (embedding forward, head input gradient backward), of B T and 2 B T
 //         floats (loss statistics forward)
 //   2D    embedding  reduce-scatter + all-gather of 4 B T C/q             x (q-1)/q each
@@ -134,4 +134,4 @@ VolumePlan plan_gpt_step(const SchemeLayout& layout, const gpt::GPTConfig& confi
 // (0 when the layout does not fit).
 double doc_bytes(const SchemeLayout& layout, const VolumePlan& plan);
 
-}  // namespace tessera::bench
+}  // namespace tessera::plan

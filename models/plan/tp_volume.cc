@@ -1,11 +1,11 @@
-// Scheme layouts, documentation factors and volume predictions per scheme (see tp_plan.h).
-#include "tools/bench/tp_plan.h"
+// Scheme layouts, documentation factors and volume predictions per scheme (see tp_volume.h).
+#include "models/plan/tp_volume.h"
 
 #include <utility>
 
 #include "core/error.h"
 
-namespace tessera::bench {
+namespace tessera::plan {
 namespace {
 
 constexpr int64_t kF32 = 4;
@@ -63,7 +63,7 @@ constexpr bool kParam = true, kAct = false;
 
 constexpr bool kFwd = false, kBwd = true;
 
-// Linear2D (in -> out, bias) on n rows per rank of a q x q grid, depth d (see tp_plan.h).
+// Linear2D (in -> out, bias) on n rows per rank of a q x q grid, depth d (see tp_volume.h).
 void linear_2d(VolumePlan& plan, int q, int d, int64_t n, int64_t in, int64_t out) {
   const int64_t x = n * in / q * kF32, w = out / q * in / q * kF32, b = out / q * kF32;
   broadcast_steps(plan, kFwd, q, x, kAct);
@@ -415,4 +415,4 @@ double doc_bytes(const SchemeLayout& layout, const VolumePlan& plan) {
   return layout.factor * double(plan.exchanges) * double(plan.activation_bytes);
 }
 
-}  // namespace tessera::bench
+}  // namespace tessera::plan

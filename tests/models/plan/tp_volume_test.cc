@@ -1,14 +1,14 @@
 // Tests for `bench tp`'s arithmetic: scheme layouts and the documentation's factors, the ring
 // all-reduce count, which shapes each layout splits, the 1D volume of a block and of a GPT step,
 // the 2D and 3D volume of a block and the GPT's edges in every mode, written out by hand.
-#include "tools/bench/tp_plan.h"
+#include "models/plan/tp_volume.h"
 
 #include <catch2/catch.hpp>
 #include <utility>
 
 #include "core/error.h"
 
-using namespace tessera::bench;
+using namespace tessera::plan;
 using tessera::parallel::TensorMode;
 
 TEST_CASE("scheme layouts and the Colossal-AI factors") {
@@ -101,7 +101,7 @@ TEST_CASE("layouts refuse the shapes they cannot split, naming the numbers") {
         "257 tokens not divisible by q^2 = 4");
 }
 
-// The 2D and 3D blocks written out for q = 2 (the layer formulas of tp_plan.h summed by hand):
+// The 2D and 3D blocks written out for q = 2 (the layer formulas of tp_volume.h summed by hand):
 // n rows per rank, C features, each Linear's x, w, b bytes.
 TEST_CASE("2D block on a 2 x 2 grid: SUMMA broadcasts and reduces, LayerNorm statistics") {
   const int64_t b = 4, t = 8, c = 16, q = 2, n = b / q * t;
@@ -140,7 +140,7 @@ TEST_CASE("3D block on a 2 x 2 x 2 cube: gathers and scatters of pieces") {
 }
 
 // The GPT's edges for gpt-tiny (V 256, context L 64, C 128, 2 layers) on B = 4 sequences of T = 8,
-// every term of tp_plan.h's formulas worked out by hand (bytes, f32). These are the shapes the
+// every term of tp_volume.h's formulas worked out by hand (bytes, f32). These are the shapes the
 // bench's tiny runs measure (tests/tools/cli/bench_cli_test.sh): measured = predicted there.
 namespace {
 const tessera::gpt::GPTConfig kTiny = tessera::gpt::gpt_preset("gpt-tiny");
