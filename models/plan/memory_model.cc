@@ -24,6 +24,11 @@ struct BlockView {
   double vocab = 0;        // the head's logits per token
   double split = 1;        // parameters of a block divide by this (tensor layout)
   double scores = 0;       // the paper's plain ring: attention probabilities kept per token
+  // 3D: each Linear3D saves its input all-gathered over the input group (q times the local
+  // features) and its weight block all-gathered over the weight group (parallel/tensor/
+  // matmul_3d.h): the factor on the linears' saved inputs, and the gathered weights' elements.
+  double linear_inputs = 1;
+  double weight_blocks = 0;
 };
 
 BlockView block_view(const Workload& w, const Layout& l) {
@@ -63,6 +68,8 @@ BlockView block_view(const Workload& w, const Layout& l) {
       const double q2 = double(q) * q;
       v.residual /= q2, v.attention /= q2, v.hidden /= q2, v.heads /= q2, v.vocab /= q2;
       v.split = q2 * q;
+      v.linear_inputs = q;
+      v.weight_blocks = double(w.block_parameters) / q2;
       return v;
     }
   }
@@ -73,8 +80,12 @@ int64_t act_bytes(const Workload& w) { return int64_t(dtype_size(w.dtype)); }
 
 // Bytes one block saves for backward besides its input (its output counted apart).
 double block_saved_per_token(const BlockView& v, double e) {
-  const double tensors = 3 * v.residual + 3 * v.attention + 2 * v.attention + 2 * v.hidden +
-                         v.gathered + v.scores;
+  // The residual (the second LayerNorm's input), the LayerNorms' outputs as the linears after
+  // them keep them, the fused qkv, attention's output and its reshaped copy (the projection's
+  // input), the MLP's hidden before and after GELU (the second the output projection's input).
+  const double k = v.linear_inputs;
+  const double tensors = v.residual + 2 * k * v.residual + 3 * v.attention + v.attention +
+                         k * v.attention + v.hidden + k * v.hidden + v.gathered + v.scores;
   const double stats = 4 * v.residual / std::max(1.0, v.residual) + v.heads;  // LN mean, rstd; lse
   return tensors * e + stats * 4;
 }
@@ -87,6 +98,17 @@ double head_saved_per_token(const Workload& w, const BlockView& v, double e) {
   // losses): about 20 bytes a row more (parallel/tensor/vocab_cross_entropy.cc).
   const double rows = v.vocab < double(w.vocab) ? 20.0 : 0.0;
   return v.residual * e + 2 * 4 + outputs * (v.vocab * e + 4 + 8 + rows);
+}
+
+// What the head keeps for one micro-batch: head_saved_per_token for each token and, under 3D
+// (the LM head a Linear3D), its input all-gathered and its weight block gathered.
+double head_bytes(const Workload& w, const BlockView& v, double e) {
+  const double n = double(v.tokens);
+  double bytes = n * head_saved_per_token(w, v, e);
+  if (v.linear_inputs > 1)
+    bytes += n * (v.linear_inputs - 1) * v.residual * e +
+             double(w.vocab) * double(w.d_model) / (v.linear_inputs * v.linear_inputs) * e;
+  return bytes;
 }
 
 }  // namespace
@@ -127,8 +149,8 @@ MicroBatchBytes micro_batch_bytes(const Workload& w, const Layout& l, const Bloc
   b.input = n * v.residual * e + (place.first ? n * 8 : 0);  // + the ids (i64)
   const double own = block_saved_per_token(v, e);
   // Activation checkpointing keeps a block's input only; its saved tensors come back in backward.
-  b.block = n * (l.checkpoint ? 0.0 : own) + n * v.residual * e;
-  if (place.last) b.head = n * head_saved_per_token(w, v, e);
+  b.block = (l.checkpoint ? 0.0 : n * own + v.weight_blocks * e) + n * v.residual * e;
+  if (place.last) b.head = head_bytes(w, v, e);
   return b;
 }
 
@@ -159,23 +181,24 @@ double backward_peak(const Workload& w, const Layout& l, const BlockView& v,
     // Cross-entropy's backward makes the logits' gradient while the logits are still held.
     const double outputs = double(w.outputs_per_sample) / double(w.seq);
     peak = std::max(peak, cur + n * outputs * v.vocab * e);
-    cur += -n * head_saved_per_token(w, v, e) + settle(head_grads);
+    cur += -head_bytes(w, v, e) + settle(head_grads);
   }
   if (into_buckets) cur += std::min(double(local_params) * e, 2.0 * l.zero.bucket_mb * 1024 * 1024);
-  const double own = block_saved_per_token(v, e);
+  const double kept = n * block_saved_per_token(v, e) + v.weight_blocks * e;  // one block's
   // The MLP's output projection's weight gradient, made before it is kept, accumulated or
   // copied into its bucket.
   const double proj = double(w.mlp_hidden) * double(w.d_model) / v.split * e;
   for (int64_t b = 0; b < place.blocks; ++b) {
     // A checkpointed block first recomputes its forward, saving what the plain one saved.
-    if (l.checkpoint) cur += n * own;
+    if (l.checkpoint) cur += kept;
     // The MLP's hidden gradient of (tokens, hidden) beside its weight gradient.
-    peak = std::max(peak, cur + proj + n * v.hidden * e);
+    // (3D: the hidden gradient comes out of the all-gathered product, q times the local.)
+    peak = std::max(peak, cur + v.linear_inputs * (proj + n * v.hidden * e));
     // Attention's backward: the (tokens, 3 C) gradient of the fused qkv, after the MLP's saved
     // tensors and the second LayerNorm's are released.
     const double after_mlp = cur - n * (2 * v.hidden + 2 * v.residual) * e + proj;
-    peak = std::max(peak, after_mlp + n * 3 * v.attention * e);
-    cur += -n * own - n * v.residual * e + settle(block_grads);
+    peak = std::max(peak, after_mlp + v.linear_inputs * n * 3 * v.attention * e);
+    cur += -kept - n * v.residual * e + settle(block_grads);
   }
   return peak;
 }
