@@ -133,4 +133,14 @@ double ClusterProfile::compute_share(int ranks_on_node) const {
   return double(threads) / double(cores) / sharing_slowdown(ranks);
 }
 
+double ClusterProfile::loaded_wait(int ranks) const {
+  if (loaded_wait_s.empty() || ranks < 2) return 0.0;
+  const auto above = loaded_wait_s.lower_bound(ranks);
+  if (above == loaded_wait_s.end()) return loaded_wait_s.rbegin()->second;
+  if (above->first == ranks || above == loaded_wait_s.begin()) return above->second;
+  const auto below = std::prev(above);
+  const double f = double(ranks - below->first) / double(above->first - below->first);
+  return below->second + f * (above->second - below->second);
+}
+
 }  // namespace tessera::plan

@@ -90,6 +90,10 @@ struct ClusterProfile {
   // groups inside a node. Each entry is the ring model's latency per step and bandwidth fitted to
   // that collective's times at that group size.
   std::map<Collective, std::map<int, LinkCost>> measured;
+  // The host: seconds a collective waits beyond its link cost when the node's ranks compute
+  // between calls and share its cores (a peer the scheduler has not run yet), by the number of
+  // ranks on the node; measured by `tessera plan calibrate`. Empty: 0 (one rank per device).
+  std::map<int, double> loaded_wait_s;
   // The host: cores its ranks share (see the top of this file). 0: one device per rank.
   int cores = 0;
   nlohmann::json sources = nlohmann::json::object();  // field path ("peak_flops.bf16",
@@ -113,6 +117,8 @@ struct ClusterProfile {
   // The fraction of peak() one of `ranks_on_node` ranks computes at: max(1, cores / ranks)
   // threads of the cores, divided by sharing_slowdown. 1 without cores.
   double compute_share(int ranks_on_node) const;
+  // loaded_wait_s at `ranks_on_node`: linear between measured sizes, the nearest outside them.
+  double loaded_wait(int ranks_on_node) const;
 
   // Strict: unknown keys and wrong types throw ValueError naming the key.
   static ClusterProfile from_json(const nlohmann::json& j);

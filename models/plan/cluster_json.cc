@@ -110,6 +110,22 @@ std::map<Collective, std::map<int, LinkCost>> read_measured(const json& j) {
   return out;
 }
 
+std::map<int, double> read_loaded_wait(const json& j) {
+  TS_CHECK(j.is_object(), "config", "loaded_wait_s: expected an object of ranks -> seconds, got ",
+           j.dump());
+  std::map<int, double> out;
+  for (const auto& [size, seconds] : j.items()) {
+    char* end = nullptr;
+    const long p = std::strtol(size.c_str(), &end, 10);
+    TS_CHECK(!size.empty() && *end == '\0' && p >= 2 && p <= (1 << 20), "config",
+             "key 'loaded_wait_s.", size, "': expected a number of ranks >= 2 as the key");
+    TS_CHECK(seconds.is_number() && seconds.get<double>() >= 0, "config", "loaded_wait_s.", size,
+             ": expected seconds >= 0, got ", seconds.dump());
+    out[int(p)] = seconds.get<double>();
+  }
+  return out;
+}
+
 json read_sources(const json& j) {
   TS_CHECK(j.is_object(), "config", "sources: expected an object of field -> source, got ",
            j.dump());
@@ -150,6 +166,7 @@ ClusterProfile ClusterProfile::from_json(const json& j) {
   if (const json* v = r.any("host_link")) p.host_link = read_link(*v, "host_link");
   p.host_adam_params_per_s = r.number("host_adam_params_per_s", 0, 0);
   if (const json* v = r.any("measured")) p.measured = read_measured(*v);
+  if (const json* v = r.any("loaded_wait_s")) p.loaded_wait_s = read_loaded_wait(*v);
   p.cores = int(r.integer("cores", 0, 0, 1 << 20));
   if (const json* v = r.any("sources")) p.sources = read_sources(*v);
   r.done();
@@ -167,6 +184,8 @@ json ClusterProfile::to_json() const {
     for (const auto& [p, link] : sizes) by_size[std::to_string(p)] = link_json(link);
     meas[collective_name(c)] = by_size;
   }
+  json waits = json::object();
+  for (const auto& [ranks, seconds] : loaded_wait_s) waits[std::to_string(ranks)] = seconds;
   return {{"name", name},
           {"description", description},
           {"devices_per_node", devices_per_node},
@@ -183,6 +202,7 @@ json ClusterProfile::to_json() const {
           {"host_link", link_json(host_link)},
           {"host_adam_params_per_s", host_adam_params_per_s},
           {"measured", meas},
+          {"loaded_wait_s", waits},
           {"cores", cores},
           {"sources", sources.is_object() ? sources : json::object()}};
 }

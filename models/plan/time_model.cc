@@ -40,20 +40,22 @@ double elementwise_seconds(const ClusterProfile& c, double bytes, int ops) {
 // rank's keys and values (kv bytes) S - 1 times; all_to_all exchanges q, k, v and the output.
 // bytes: what a rank sends per micro-batch, forward and backward.
 double sequence_seconds(const ClusterProfile& c, const parallel::ParallelConfig& p, int64_t kv,
-                        int64_t* bytes) {
+                        double wait, int64_t* bytes) {
   const int s = p.sequence;
   if (s == 1) return 0;
   const bool across = crosses_nodes(c, s, p.tensor.size);
   if (p.sequence_mode == parallel::sequence::SequenceAttentionMode::all_to_all) {
     *bytes = int64_t(2 * 4 * (s - 1.0) / s * double(kv / 2));
-    return 4 * c.collective_seconds(Collective::all_to_all, kv / 2, s, across);
+    return 4 * (c.collective_seconds(Collective::all_to_all, kv / 2, s, across) + wait);
   }
   *bytes = int64_t(2 * 2 * (s - 1) * kv);
-  return (s - 1) * c.collective_seconds(Collective::send_recv, kv, 2, across);
+  return (s - 1) * (c.collective_seconds(Collective::send_recv, kv, 2, across) + wait);
 }
 
 Costs micro_batch_costs(const Workload& w, const Layout& l, int64_t blocks,
                         const ClusterProfile& c, int world) {
+  // Ranks sharing a node's cores: each collective also waits for peers not yet scheduled.
+  const double wait = c.loaded_wait(std::min(world, c.devices_per_node));
   const parallel::ParallelConfig& p = l.parallel;
   const int t = p.tensor.size, s = p.sequence;
   const double e = double(dtype_size(w.dtype));
@@ -78,12 +80,6 @@ Costs micro_batch_costs(const Workload& w, const Layout& l, int64_t blocks,
                 gemm_seconds(c, dt, rows, d / split_k / steps, d) * steps +
                 gemm_seconds(c, dt, rows, d / steps, hidden / split_k) * steps +
                 gemm_seconds(c, dt, rows, hidden / split_k / steps, d) * steps;
-  if (t > 1 && p.tensor.mode != TensorMode::one_d) {
-    // The grid modes' outputs are blocks of d / q (2D) or d / q^2 (3D) features.
-    const int q = parallel::tensor_grid_dim(p.tensor);
-    const double div = p.tensor.mode == TensorMode::three_d ? q : 1;
-    gemm /= div;
-  }
   const double heads_here = double(w.n_heads) / (t > 1 && p.tensor.mode != TensorMode::one_d
                                                       ? (p.tensor.mode == TensorMode::three_d
                                                              ? std::pow(parallel::tensor_grid_dim(p.tensor), 2)
@@ -120,10 +116,10 @@ Costs micro_batch_costs(const Workload& w, const Layout& l, int64_t blocks,
     const LinkCost link = across ? c.inter_node : c.intra_node_cost(Collective::all_gather, group);
     const double calls = double(v.forward_calls + v.backward_calls);
     const double steps = double(ring_shape(Collective::all_gather, group).steps);
-    tensor_fw = (calls * steps * link.latency_s + bytes / link.bandwidth) / 2;
+    tensor_fw = (calls * (steps * link.latency_s + wait) + bytes / link.bandwidth) / 2;
     out.tensor_bytes = int64_t(bytes);
   }
-  const double sequence_fw = sequence_seconds(c, p, int64_t(2 * tokens * d / t * e),
+  const double sequence_fw = sequence_seconds(c, p, int64_t(2 * tokens * d / t * e), wait,
                                               &out.sequence_bytes);
   const double block_comm = tensor_fw + sequence_fw;
   const double recompute = l.checkpoint ? block_forward + block_comm : 0.0;
@@ -142,7 +138,7 @@ Costs micro_batch_costs(const Workload& w, const Layout& l, int64_t blocks,
   if (p.pipeline > 1) {
     const int64_t a = int64_t(tokens * d * e / (t > 1 && p.tensor.mode != TensorMode::one_d ? t : 1));
     const bool across = crosses_nodes(c, 2, p.data * s * t);
-    const double hop = c.collective_seconds(Collective::send_recv, a, 2, across);
+    const double hop = c.collective_seconds(Collective::send_recv, a, 2, across) + wait;
     out.forward += hop, out.backward += hop;
     out.pipeline_bytes = 2 * a;
   }
@@ -208,11 +204,17 @@ StepTime step_time(const Workload& w, const Layout& l, int micro_batches, int64_
   else
     optimizer = elementwise_seconds(c, elements * (4 + 4 + 8 + 8 + 4), 4);
   optimizer /= c.compute_share(std::min(world, c.devices_per_node));
-  out.seconds = pipeline_seconds + exposed + gather + optimizer;
+  // The step's own collectives on a shared node: the gradient buckets' reductions, the agreed
+  // loss, the gradient norm's sums and the step's agreed checks (about four).
+  const double buckets =
+      dp > 1 ? std::ceil(grad_bytes / (l.zero.bucket_mb * 1024 * 1024)) + (l.zero.stage >= 1) : 0;
+  const double waits = (buckets + 4) * c.loaded_wait(std::min(world, c.devices_per_node));
+  out.seconds = pipeline_seconds + exposed + gather + optimizer + waits;
   out.parts = {{"compute", pipeline_seconds * (1 - out.bubble)},
                {"pipeline_bubble", pipeline_seconds * out.bubble},
                {"tensor_sequence_comm", micro_batches * mb.tensor_seconds},
                {"data_comm_exposed", exposed + gather},
+               {"shared_core_waits", waits},
                {"optimizer", optimizer}};
   if (mb.tensor_bytes > 0) out.bytes_per_rank.push_back({"tensor", mb.tensor_bytes * micro_batches});
   if (mb.sequence_bytes > 0)

@@ -231,6 +231,13 @@ void print_summary(const ClusterProfile& p, const ComputeMeasurements& m, const 
     std::printf(
         "one rank: no collectives measured (run under mpirun -np N for groups up to N)\n\n");
   }
+  if (!p.loaded_wait_s.empty()) {
+    bench::Table w({"ranks computing", "a collective's wait beyond its cost (us)"});
+    w.align_right(0), w.align_right(1);
+    for (const auto& [ranks, wait] : p.loaded_wait_s)
+      w.add_row({std::to_string(ranks), format_number(wait * 1e6, 1)});
+    std::printf("%s\n", w.render().c_str());
+  }
   std::printf("wrote %s (%.1f s)\n", path.c_str(), seconds);
 }
 
@@ -265,8 +272,14 @@ int run_plan_calibrate(int argc, char** argv, const std::vector<std::string>& ar
         comm.rounds = a.quick ? 3 : 5;
         comm.batch_bytes = a.quick ? int64_t(1) << 20 : int64_t(16) << 20;
         const auto fits = measure_collectives(world, comm);
+        const auto waits = measure_loaded_waits(world, a.quick);
         if (rank0) {
-          const ClusterProfile p = assemble(compute, fits, a.quick, world->size());
+          ClusterProfile p = assemble(compute, fits, a.quick, world->size());
+          p.loaded_wait_s = waits;
+          if (!waits.empty())
+            p.sources["loaded_wait_s"] =
+                "tessera plan calibrate: a 4-byte all-reduce after a 0.1 ms compute burst on every "
+                "active rank, less the burst and the call each alone (per number of ranks)";
           const std::string text = p.to_json().dump(2) + "\n";
           // What load_cluster will read back must be this profile, or the file is of no use.
           TS_ASSERT(ClusterProfile::from_json(nlohmann::json::parse(text)) == p);

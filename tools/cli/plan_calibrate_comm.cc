@@ -96,7 +96,64 @@ plan::LinkCost fit_collective(Communicator& group, Collective c, const CommOptio
   return plan::fit_link(c, group.size(), samples);
 }
 
+// A compute burst of about 0.1 ms on one core: dependent multiply-adds on a small array,
+// returned so the compiler keeps them.
+float burst(std::vector<float>& data) {
+  for (int pass = 0; pass < 48; ++pass)
+    for (float& x : data) x = x * 0.999f + 0.001f;
+  return data[0];
+}
+
+// Seconds per iteration of `body` over `iterations`, the slowest active rank's.
+double per_iteration(Communicator& group, int iterations, const std::function<void()>& body) {
+  group.barrier()->wait();
+  const double start = now_s();
+  for (int i = 0; i < iterations; ++i) body();
+  Tensor t = from_vector<double>({(now_s() - start) / iterations}, {1});
+  group.all_reduce(t, parallel::ReduceOp::max)->wait();
+  return t.item();
+}
+
+double loaded_wait(Communicator& group, bool quick) {
+  std::vector<float> data(4096, 1.0f);
+  volatile float sink = 0;
+  Tensor value = zeros({1});
+  const int iterations = quick ? 20 : 200;
+  const auto compute = [&] { sink = sink + burst(data); };
+  const auto call = [&] { group.all_reduce(value)->wait(); };
+  std::vector<double> waits;
+  for (int r = 0; r < (quick ? 1 : 3); ++r) {
+    const double alone = per_iteration(group, iterations, compute);
+    const double idle = per_iteration(group, iterations, call);
+    const double both = per_iteration(group, iterations, [&] {
+      compute();
+      call();
+    });
+    waits.push_back(std::max(0.0, both - alone - idle));
+  }
+  return median(waits);
+}
+
 }  // namespace
+
+std::map<int, double> measure_loaded_waits(const std::shared_ptr<Communicator>& world,
+                                           bool quick) {
+  std::map<int, double> waits;
+  const int n = world->size(), me = world->rank();
+  for (int p = 2; p <= n; ++p) {
+    auto group = world->split(me < p ? 0 : -1, me, str_cat("loaded", p));
+    if (!group) {
+      wait_quietly(*world, 0);
+      continue;
+    }
+    const double wait = loaded_wait(*group, quick);
+    if (me == 0) waits[p] = wait;
+    std::vector<int> idle;
+    for (int r = p; r < n; ++r) idle.push_back(r);
+    if (me == 0) release_waiting(*world, idle);
+  }
+  return waits;
+}
 
 void wait_quietly(Communicator& world, int from) {
   Tensor token = zeros({1});

@@ -25,6 +25,14 @@ struct CommOptions {
 std::map<plan::Collective, std::map<int, plan::LinkCost>> measure_collectives(
     const std::shared_ptr<parallel::Communicator>& world, const CommOptions& options);
 
+// Collective over `world`: for p = 2 .. N active ranks (world ranks [0, p); the others wait
+// quietly), the seconds a small all-reduce waits beyond its idle cost when every active rank
+// computes a burst between calls, as training does: the time of burst + call, less the burst's
+// with every active rank computing, less the call's alone. This is what ranks sharing a node's
+// cores lose to one another's scheduling. World rank 0 returns them (p -> seconds).
+std::map<int, double> measure_loaded_waits(const std::shared_ptr<parallel::Communicator>& world,
+                                           bool quick);
+
 // Point to point over `world`: `waiting` ranks sleep until `from` releases them. Unlike a barrier
 // (a blocking MPI call that spins) the waiters poll a receive with short sleeps, so the cores stay
 // with the ranks that measure.
