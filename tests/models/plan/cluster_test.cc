@@ -295,6 +295,24 @@ TEST_CASE("ranks beyond the cores share them", "[plan][cluster]") {
   CHECK(p.compute_share(8) == Approx(1.0 / 8));
 }
 
+TEST_CASE("a loaded collective's wait interpolates over the ranks computing", "[plan][cluster]") {
+  ClusterProfile p = toy();
+  CHECK(p.loaded_wait(8) == 0.0);  // none measured: one rank per device
+  p.loaded_wait_s = {{2, 1e-6}, {4, 5e-6}, {8, 2e-5}};
+  CHECK(p.loaded_wait(1) == 0.0);
+  CHECK(p.loaded_wait(2) == Approx(1e-6));
+  CHECK(p.loaded_wait(3) == Approx(3e-6));
+  CHECK(p.loaded_wait(6) == Approx(1.25e-5));
+  CHECK(p.loaded_wait(16) == Approx(2e-5));  // the largest measured beyond it
+  const ClusterProfile back = ClusterProfile::from_json(json::parse(p.to_json().dump()));
+  CHECK(back == p);
+  json j = toy_json();
+  j["loaded_wait_s"] = {{"one", 1e-6}};
+  CHECK_THAT(error_of(j), Contains("loaded_wait_s.one"));
+  j["loaded_wait_s"] = {{"2", -1}};
+  CHECK_THAT(error_of(j), Contains("expected seconds >= 0"));
+}
+
 TEST_CASE("GEMM efficiency interpolates in log FLOPs", "[plan][cluster]") {
   const ClusterProfile p = toy();  // (1e6, 0.2), (1e8, 0.6), (1e10, 0.8)
   CHECK(p.gemm_efficiency_at(1e6) == Approx(0.2));
