@@ -82,6 +82,12 @@ struct ClusterProfile {
   double attention_efficiency = 0.5;    // fused attention's achieved / peak FLOP/s, fwd + bwd
   double elementwise_efficiency = 0.7;  // element-wise ops' achieved / peak memory bandwidth
   double launch_overhead_s = 0;         // seconds per op beyond its FLOPs and bytes
+  // What a transformer block and a micro-batch cost beyond their FLOPs and bytes, forward and
+  // backward: the modules, autograd graph, views and small kernels of a block, and the
+  // embeddings, head, loss and step plumbing of a micro-batch (calibrate times a model too small
+  // to compute anything; 0 where not measured).
+  double block_overhead_s = 0;
+  double micro_batch_overhead_s = 0;
   LinkCost intra_node;                  // a collective whose group stays inside a node
   LinkCost inter_node;                  // one whose group spans nodes: one NIC's share per rank
   LinkCost host_link;                   // device <-> host copies (offload); unused on the host

@@ -159,6 +159,8 @@ ClusterProfile ClusterProfile::from_json(const json& j) {
   p.attention_efficiency = positive(r, "attention_efficiency", p.attention_efficiency, 1);
   p.elementwise_efficiency = positive(r, "elementwise_efficiency", p.elementwise_efficiency, 1);
   p.launch_overhead_s = r.number("launch_overhead_s", 0, 0);
+  p.block_overhead_s = r.number("block_overhead_s", 0, 0);
+  p.micro_batch_overhead_s = r.number("micro_batch_overhead_s", 0, 0);
   p.intra_node = read_link(*r.any("intra_node"), "intra_node");
   TS_CHECK(p.intra_node.bandwidth > 0, "config", "intra_node.bandwidth: expected > 0, got ",
            p.intra_node.bandwidth);
@@ -197,6 +199,8 @@ json ClusterProfile::to_json() const {
           {"attention_efficiency", attention_efficiency},
           {"elementwise_efficiency", elementwise_efficiency},
           {"launch_overhead_s", launch_overhead_s},
+          {"block_overhead_s", block_overhead_s},
+          {"micro_batch_overhead_s", micro_batch_overhead_s},
           {"intra_node", link_json(intra_node)},
           {"inter_node", link_json(inter_node)},
           {"host_link", link_json(host_link)},

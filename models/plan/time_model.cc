@@ -142,6 +142,10 @@ Costs micro_batch_costs(const Workload& w, const Layout& l, int64_t blocks,
     out.forward += hop, out.backward += hop;
     out.pipeline_bytes = 2 * a;
   }
+  // What the blocks and the micro-batch cost beyond their FLOPs and bytes (measured on the host),
+  // split evenly between forward and backward.
+  const double overhead = double(blocks) * c.block_overhead_s + c.micro_batch_overhead_s;
+  out.forward += overhead / 2, out.backward += overhead / 2;
   // Ranks sharing a node's cores run at a fraction of a core each.
   const int on_node = std::min(world, c.devices_per_node);
   const double slow = 1.0 / c.compute_share(on_node);

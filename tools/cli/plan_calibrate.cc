@@ -111,6 +111,8 @@ ClusterProfile assemble(const ComputeMeasurements& m,
   p.attention_efficiency = std::min(1.0, m.attention_efficiency);
   p.elementwise_efficiency = std::min(1.0, m.elementwise_efficiency);
   p.launch_overhead_s = m.launch_overhead_s;
+  p.block_overhead_s = m.block_overhead_s;
+  p.micro_batch_overhead_s = m.micro_batch_overhead_s;
   p.host_link = {};
   p.host_adam_params_per_s = m.adam_params_per_s;
   p.measured = fits;
@@ -142,7 +144,9 @@ ClusterProfile assemble(const ComputeMeasurements& m,
               "count (3.5 x 4 B H T^2 D / 2)");
   s["elementwise_efficiency"] =
       str_cat(how, ": an f32 kernels::binary add's bytes/s (fastest call) / memory_bandwidth");
-  s["launch_overhead_s"] = str_cat(how, ": add() through the op API on 1-element tensors");
+  s["launch_overhead_s"] = str_cat(how, ": add() and its backward through the op API on 1-element tensors");
+  s["block_overhead_s"] = str_cat(how, ": a GPT of width 8 forward + backward, the slope from 1 to 3 blocks");
+  s["micro_batch_overhead_s"] = str_cat(how, ": the same GPT's time at 1 block less one block's");
   s["host_link"] = "unused on the host (no device to copy to): zero";
   s["host_adam_params_per_s"] = str_cat(how, ": f32 kernels::adam_update (AdamW) over the threads");
   s["intra_node"] =
@@ -201,6 +205,9 @@ void print_summary(const ClusterProfile& p, const ComputeMeasurements& m, const 
   t.add_row({"attention efficiency (fwd + bwd)", format_number(p.attention_efficiency, 3)});
   t.add_row({"element-wise efficiency", format_number(p.elementwise_efficiency, 3)});
   t.add_row({"op overhead (us)", format_number(p.launch_overhead_s * 1e6, 2)});
+  t.add_row({"block / micro-batch overhead (us)",
+             str_cat(format_number(p.block_overhead_s * 1e6, 1), " / ",
+                     format_number(p.micro_batch_overhead_s * 1e6, 1))});
   t.add_row({"Adam (M params/s)", format_number(p.host_adam_params_per_s / 1e6, 1)});
   std::printf("# tessera plan calibrate: %s\n\n%s\n", p.description.c_str(), t.render().c_str());
   // A loaded machine gives low efficiencies and slow collectives, and a bound rank 0 measures a

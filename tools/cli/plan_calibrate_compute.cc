@@ -12,6 +12,7 @@
 #include "autograd/ops.h"
 #include "core/factory.h"
 #include "kernels/kernels.h"
+#include "models/gpt/gpt.h"
 #include "models/plan/host_probe.h"
 #include "tools/bench/timer.h"
 
@@ -126,6 +127,34 @@ double op_overhead(bool quick) {
   return seconds / (2.0 * chain);  // a forward op and its backward op each
 }
 
+// Seconds of one loss forward + backward of a GPT of `layers` blocks so narrow (width 8, one
+// head, 8 positions) that its FLOPs and bytes are nothing: what the modules, the autograd graph
+// and the small kernels cost per micro-batch.
+double tiny_step_seconds(int layers, bool quick) {
+  gpt::GPTConfig config;
+  config.vocab_size = 16, config.context_length = 8, config.n_layers = layers;
+  config.n_heads = 1, config.d_model = 8;
+  Generator gen(7);
+  gpt::GPT model(config, nn::BuildContext(gen));
+  model.train();
+  const Tensor ids = zeros({1, 8}, {.dtype = DType::i64});
+  return best_seconds(
+      [&] {
+        for (int i = 0; i < 10; ++i) {
+          autograd::backward({model.loss(ids, ids)});
+          for (const Tensor& p : model.parameters()) p.set_grad(Tensor());
+        }
+      },
+      timing(quick)) / 10;
+}
+
+// A block's overhead from the slope over 1 and 3 blocks; the micro-batch's from the intercept.
+std::pair<double, double> model_overheads(bool quick) {
+  const double one = tiny_step_seconds(1, quick), three = tiny_step_seconds(3, quick);
+  const double block = std::max(0.0, (three - one) / 2);
+  return {block, std::max(0.0, one - block)};
+}
+
 double adam_params_per_s(bool quick) {
   const int64_t n = quick ? int64_t(1) << 18 : int64_t(1) << 22;
   const Tensor param = full({n}, 0.5), grad = full({n}, 1e-3), m = zeros({n}), v = zeros({n});
@@ -167,6 +196,7 @@ ComputeMeasurements measure_compute(const ComputeOptions& options) {
   r.attention_efficiency = attention_efficiency(quick, peak);
   r.elementwise_efficiency = add_bandwidth(quick) / r.memory_bandwidth;
   r.launch_overhead_s = op_overhead(quick);
+  std::tie(r.block_overhead_s, r.micro_batch_overhead_s) = model_overheads(quick);
   r.adam_params_per_s = adam_params_per_s(quick);
   return r;
 }

@@ -36,6 +36,8 @@ struct ComputeMeasurements {
   double attention_efficiency = 0;     // fwd + bwd FLOPs / time / (peak x threads)
   double elementwise_efficiency = 0;   // an f32 add's bytes/s / memory_bandwidth
   double launch_overhead_s = 0;        // one op on a 1-element tensor, through the op API
+  double block_overhead_s = 0;         // a GPT block's forward + backward at a negligible width
+  double micro_batch_overhead_s = 0;   // a micro-batch's besides its blocks, likewise
   double adam_params_per_s = 0;        // f32 AdamW over `threads` threads
 };
 
