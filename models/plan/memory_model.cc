@@ -20,7 +20,7 @@ struct BlockView {
   double attention = 0;    // features per token of the qkv projection's output / 3
   double hidden = 0;       // the MLP's hidden features per token
   double heads = 0;        // heads on this rank
-  double gathered = 0;     // Megatron's sequence parallelism: the all-gathered LayerNorm outputs
+  double ln_rows = 1;      // LayerNorm rows per token (Megatron's sequence parallelism: 1 / t)
   double vocab = 0;        // the head's logits per token
   double split = 1;        // parameters of a block divide by this (tensor layout)
   double scores = 0;       // the paper's plain ring: attention probabilities kept per token
@@ -36,7 +36,7 @@ BlockView block_view(const Workload& w, const Layout& l) {
   const int t = p.tensor.size;
   const int64_t tokens = l.micro_batch_size * w.seq / p.sequence;
   BlockView v{tokens, double(w.d_model), double(w.d_model), double(w.mlp_hidden),
-              double(w.n_heads), 0, double(w.vocab), 1};
+              double(w.n_heads), 1, double(w.vocab), 1};
   // The plain ring keeps each step's probabilities, (T / S) x (T / S) per head, for every step
   // it scores: all S under full attention, (S + 1) / 2 on average under a causal mask.
   if (p.sequence > 1 && p.sequence_mode == parallel::sequence::SequenceAttentionMode::ring) {
@@ -51,7 +51,7 @@ BlockView block_view(const Workload& w, const Layout& l) {
       v.attention /= t, v.hidden /= t, v.heads /= t, v.vocab = vocab_pad / t, v.split = t;
       // Megatron's sequence parallelism: the residual stream in shards; the column-parallel
       // layers keep their input's shard and gather it again in backward (linear_1d.cc).
-      if (p.tensor.sequence_parallel) v.residual /= t;
+      if (p.tensor.sequence_parallel) v.residual /= t, v.ln_rows /= t;
       return v;
     }
     case TensorMode::two_d:
@@ -85,8 +85,9 @@ double block_saved_per_token(const BlockView& v, double e) {
   // input), the MLP's hidden before and after GELU (the second the output projection's input).
   const double k = v.linear_inputs;
   const double tensors = v.residual + 2 * k * v.residual + 3 * v.attention + v.attention +
-                         k * v.attention + v.hidden + k * v.hidden + v.gathered + v.scores;
-  const double stats = 4 * v.residual / std::max(1.0, v.residual) + v.heads;  // LN mean, rstd; lse
+                         k * v.attention + v.hidden + k * v.hidden + v.scores;
+  // f32 statistics: the two LayerNorms' mean and rstd per row, attention's log-sum-exp per head.
+  const double stats = 4 * v.ln_rows + v.heads;
   return tensors * e + stats * 4;
 }
 
@@ -215,9 +216,8 @@ MemoryParts rank_memory(const Workload& w, const Layout& l, const RankPlace& pla
   const int stage = int(l.zero.stage);
   MemoryParts m;
 
-  // Model states: parameters (ZeRO-3: the shard, plus the gathered window), data parallelism's
-  // flat gradient buckets (ZeRO: its reduction buckets), f32 masters of low-precision
-  // parameters and the optimizer's state (ZeRO 1-3: the shard; offload: on the host).
+  // Model states: parameters (ZeRO-3: the shard), data parallelism's flat gradient buckets, f32
+  // masters and the optimizer's state (ZeRO 1-3: the shard; offload: on the host).
   m.parameters = int64_t(double(stage == 3 ? shard : local) * e);
   // ZeRO-3's gathered parameters (the one in use and those prefetched) are not counted: the
   // allocator's peaks of stage 3 (gpt-tiny and a 2-layer GPT on 2 ranks) sit within 1% of the
@@ -229,7 +229,6 @@ MemoryParts rank_memory(const Workload& w, const Layout& l, const RankPlace& pla
   // buffers during backward (backward_peak); the reduced f32 shard of the gradients appears after
   // backward, when the activations are gone.
   if (stage == 1 && data > 1) m.gradients += int64_t(grad_bytes);
-
 
   const double elements = double(stage >= 1 ? shard : local);
   // ZeRO keeps an f32 master shard whatever the dtype (the optimizer steps the flat shard,
