@@ -25,6 +25,21 @@ struct Costs {
   int64_t tensor_bytes = 0, sequence_bytes = 0, pipeline_bytes = 0;  // per micro-batch
 };
 
+// The tensor group's split of the heads: 1D t, 2D and 2.5D the grid side q, 3D q^2.
+double head_split(const parallel::TensorParallelConfig& tensor) {
+  const double q = parallel::tensor_grid_dim(tensor);
+  switch (tensor.mode) {
+    case TensorMode::one_d:
+      return tensor.size;
+    case TensorMode::two_d:
+    case TensorMode::two_point_five_d:
+      return q;
+    case TensorMode::three_d:
+      return q * q;
+  }
+  return 1;
+}
+
 // One GEMM of m x k by k x n at the profile's efficiency for its size.
 double gemm_seconds(const ClusterProfile& c, DType dtype, double m, double k, double n) {
   const double flops = 2 * m * k * n;
@@ -80,11 +95,7 @@ Costs micro_batch_costs(const Workload& w, const Layout& l, int64_t blocks,
                 gemm_seconds(c, dt, rows, d / split_k / steps, d) * steps +
                 gemm_seconds(c, dt, rows, d / steps, hidden / split_k) * steps +
                 gemm_seconds(c, dt, rows, hidden / split_k / steps, d) * steps;
-  const double heads_here = double(w.n_heads) / (t > 1 && p.tensor.mode != TensorMode::one_d
-                                                      ? (p.tensor.mode == TensorMode::three_d
-                                                             ? std::pow(parallel::tensor_grid_dim(p.tensor), 2)
-                                                             : parallel::tensor_grid_dim(p.tensor))
-                                                      : t);
+  const double heads_here = double(w.n_heads) / head_split(p.tensor);
   // Scores and values: each of this rank's query rows against the whole sequence, per head here.
   const double attn_flops = 4.0 * rows * double(w.seq) * heads_here *
                             (d / double(w.n_heads)) * (w.causal ? 0.5 : 1.0);
