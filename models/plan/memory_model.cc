@@ -29,6 +29,9 @@ struct BlockView {
   // matmul_3d.h): the factor on the linears' saved inputs, and the gathered weights' elements.
   double linear_inputs = 1;
   double weight_blocks = 0;
+  // 2D / 2.5D: SUMMA holds two received blocks of each operand at a time (the step's and the
+  // prefetched next, parallel/tensor/summa.h): in the MLP's backward, of its hidden activation.
+  bool summa = false;
 };
 
 BlockView block_view(const Workload& w, const Layout& l) {
@@ -61,6 +64,7 @@ BlockView block_view(const Workload& w, const Layout& l) {
       v.residual /= q, v.attention /= q, v.hidden /= q, v.heads /= q;
       v.vocab = double(ceil_div(w.vocab, int64_t(q) * q) * q);  // (rows, V'/q) logit blocks
       v.split = double(q) * q;
+      v.summa = true;
       return v;
     }
     case TensorMode::three_d: {
@@ -181,7 +185,8 @@ double backward_peak(const Workload& w, const Layout& l, const BlockView& v,
   if (place.last) {
     // Cross-entropy's backward makes the logits' gradient while the logits are still held.
     const double outputs = double(w.outputs_per_sample) / double(w.seq);
-    peak = std::max(peak, cur + n * outputs * v.vocab * e);
+    // (2D: the LM head's SUMMA reduces a partial block of the logits beside them.)
+    peak = std::max(peak, cur + (v.summa ? 2 : 1) * n * outputs * v.vocab * e);
     cur += -head_bytes(w, v, e) + settle(head_grads);
   }
   if (into_buckets) cur += std::min(double(local_params) * e, 2.0 * l.zero.bucket_mb * 1024 * 1024);
@@ -194,7 +199,9 @@ double backward_peak(const Workload& w, const Layout& l, const BlockView& v,
     if (l.checkpoint) cur += kept;
     // The MLP's hidden gradient of (tokens, hidden) beside its weight gradient.
     // (3D: the hidden gradient comes out of the all-gathered product, q times the local.)
-    peak = std::max(peak, cur + v.linear_inputs * (proj + n * v.hidden * e));
+    const double received =
+        v.summa ? 2 * (n * v.hidden + double(w.mlp_hidden) * double(w.d_model) / v.split) * e : 0.0;
+    peak = std::max(peak, cur + v.linear_inputs * (proj + n * v.hidden * e) + received);
     // Attention's backward: the (tokens, 3 C) gradient of the fused qkv, after the MLP's saved
     // tensors and the second LayerNorm's are released.
     const double after_mlp = cur - n * (2 * v.hidden + 2 * v.residual) * e + proj;
