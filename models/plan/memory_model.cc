@@ -260,16 +260,30 @@ MemoryParts rank_memory(const Workload& w, const Layout& l, const RankPlace& pla
   const double pipe_buffers =
       l.parallel.pipeline > 1 && !place.last ? n * v.residual * e : 0.0;
   const double held = states + pipe_buffers;
+  // Zero bubble: a micro-batch whose weight gradients are deferred keeps its linears' inputs
+  // and output gradients until its W runs.
+  const double k = v.linear_inputs;
+  const double deferred_mb =
+      double(place.blocks) * n * e *
+      (k * (2 * v.residual + v.attention + v.hidden) + 3 * v.attention + v.hidden + 2 * v.residual);
   const bool one = place.micro_batches == 1;
-  const double first =
-      backward_peak(w, l, v, place, held + place.in_flight * per_mb, true, one, local);
+  const double first = backward_peak(
+      w, l, v, place, held + place.in_flight * per_mb + place.deferred_then * deferred_mb, true,
+      one, local);
   double peak = first;
   if (place.micro_batches > 1) {
     // Later micro-batches run backward with every gradient already allocated.
     const int later = l.parallel.pipeline > 1 ? place.in_flight : 1;
-    peak = std::max(peak, backward_peak(w, l, v, place, held + later * per_mb + grad_bytes,
+    peak = std::max(peak, backward_peak(w, l, v, place,
+                                        held + later * per_mb + place.deferred_then * deferred_mb +
+                                            grad_bytes,
                                         false, true, local));
   }
+  if (place.deferred > 0)  // the most Ws pending, with the micro-batches in flight then
+    peak = std::max(peak, backward_peak(w, l, v, place,
+                                        held + place.in_flight_then * per_mb +
+                                            place.deferred * deferred_mb + grad_bytes,
+                                        false, true, local));
   // The batch's ids and targets (i64) for every micro-batch of the step.
   m.other = int64_t(2.0 * 8.0 * double(l.micro_batch_size) * double(w.seq) *
                     double(place.micro_batches));

@@ -28,6 +28,11 @@ struct RankPlace {
   bool first = true, last = true;  // holds the embeddings / the head
   int in_flight = 1;               // micro-batches forwarded but not yet backward at the peak
   int micro_batches = 1;           // per step on this rank
+  // Zero bubble: micro-batches whose weight gradients are deferred, when in_flight peaks; and
+  // the most of them, with the micro-batches in flight then (schedule_cache.h's HeldChunks, in
+  // whole stages' worth).
+  int deferred_then = 0;
+  int deferred = 0, in_flight_then = 0;
 };
 
 // The peak of one rank holding `place` under `layout` (micro-batch and accumulation resolved).

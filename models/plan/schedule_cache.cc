@@ -45,6 +45,31 @@ parallel::pipeline::SimulationResult simulated(const parallel::pipeline::Schedul
   return result;
 }
 
+const std::vector<HeldChunks>& held_chunks(const parallel::pipeline::ScheduleSpec& spec) {
+  using parallel::pipeline::ActionType;
+  static std::mutex mutex;
+  static std::map<std::tuple<int, int, int, int>, std::vector<HeldChunks>> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_tuple(int(spec.kind), spec.stages, spec.virtual_stages,
+                                   spec.micro_batches);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  std::vector<HeldChunks> out(size_t(spec.stages));
+  for (int rank = 0; rank < spec.stages; ++rank) {
+    HeldChunks& h = out[size_t(rank)];
+    int forwarded = 0, pending = 0;
+    for (const parallel::pipeline::Action& a : parallel::pipeline::schedule_actions(spec, rank)) {
+      if (a.type == ActionType::forward) ++forwarded;
+      if (a.type == ActionType::backward) --forwarded;
+      if (a.type == ActionType::backward_input) --forwarded, ++pending;
+      if (a.type == ActionType::backward_weight) --pending;
+      if (forwarded > h.in_flight) h.in_flight = forwarded, h.deferred_then = pending;
+      if (pending > h.deferred) h.deferred = pending, h.in_flight_then = forwarded;
+    }
+  }
+  return cache.emplace(key, std::move(out)).first->second;
+}
+
 PipelineTime pipeline_time(const parallel::pipeline::ScheduleSpec& spec,
                            const parallel::pipeline::SimulationCosts& costs) {
   using parallel::pipeline::ScheduleKind;

@@ -3,6 +3,8 @@
 // forward's (a schedule's times scale with its costs), the ratios rounded to 1%.
 #pragma once
 
+#include <vector>
+
 #include "parallel/pipeline/schedule.h"
 
 namespace tessera::plan {
@@ -22,5 +24,16 @@ struct PipelineTime {
 };
 PipelineTime pipeline_time(const parallel::pipeline::ScheduleSpec& spec,
                            const parallel::pipeline::SimulationCosts& chunk_costs);
+
+// What one pipeline rank holds over its step's actions, at two moments: the most micro-batch
+// chunks forwarded and not yet backward (with the deferred weight-gradient passes pending then),
+// and the most pending W passes (zero bubble's: a chunk whose B ran and whose W has not, holding
+// its linears' inputs and output gradients), with the chunks in flight then. Memoized per
+// schedule; thread-safe.
+struct HeldChunks {
+  int in_flight = 0, deferred_then = 0;
+  int deferred = 0, in_flight_then = 0;
+};
+const std::vector<HeldChunks>& held_chunks(const parallel::pipeline::ScheduleSpec& spec);
 
 }  // namespace tessera::plan
