@@ -182,9 +182,17 @@ double backward_peak(const Workload& w, const Layout& l, const BlockView& v,
     return grads_new ? grads : 0.0;                      // new ones stay
   };
   double peak = cur;
+  // A 16-bit product runs through f32 on the CPU: both operands and the result widened for the
+  // call (kernels/cpu/matmul.cc).
+  const auto widened = [&](double m, double k, double n_) {
+    return w.dtype == DType::f32 || !w.widened_products ? 0.0 : 4.0 * (m * k + k * n_ + m * n_);
+  };
   if (place.last) {
     // Cross-entropy's backward makes the logits' gradient while the logits are still held.
     const double outputs = double(w.outputs_per_sample) / double(w.seq);
+    // The end of forward: the LM head's product, the logits already held.
+    peak = std::max(peak, cur + widened(n * outputs, v.residual * v.linear_inputs,
+                                        v.vocab * v.linear_inputs));
     // (2D: the LM head's SUMMA reduces a partial block of the logits beside them.)
     peak = std::max(peak, cur + (v.summa ? 2 : 1) * n * outputs * v.vocab * e);
     cur += -head_bytes(w, v, e) + settle(head_grads);
@@ -201,7 +209,9 @@ double backward_peak(const Workload& w, const Layout& l, const BlockView& v,
     // (3D: the hidden gradient comes out of the all-gathered product, q times the local.)
     const double received =
         v.summa ? 2 * (n * v.hidden + double(w.mlp_hidden) * double(w.d_model) / v.split) * e : 0.0;
-    peak = std::max(peak, cur + v.linear_inputs * (proj + n * v.hidden * e) + received);
+    // (16-bit: the output projection's input gradient, dY W, widened for its product.)
+    peak = std::max(peak, cur + v.linear_inputs * (proj + n * v.hidden * e) + received +
+                              widened(n, v.residual, v.hidden));
     // Attention's backward: the (tokens, 3 C) gradient of the fused qkv, after the MLP's saved
     // tensors and the second LayerNorm's are released.
     const double after_mlp = cur - n * (2 * v.hidden + 2 * v.residual) * e + proj;

@@ -136,7 +136,8 @@ Prediction predict_layout(const train::TrainConfig& config, const Layout& layout
     return out;
   }
   out.layout.micro_batch_size = c.train.micro_batch_size;
-  const Workload w = workload_of(c);
+  Workload w = workload_of(c);
+  w.widened_products = cluster.cores > 0;  // the host computes on the CPU backend
   const Layout& l = out.layout;
   const std::vector<RankPlace> stages = places(w, l, int(micro_batches));
 

@@ -26,6 +26,9 @@ struct Workload {
   DType dtype = DType::f32;   // parameters and activations
   bool checkpoint = false;    // model.checkpoint as configured
   double optimizer_bytes = 8; // optimizer state per master element (AdamW's m and v in f32)
+  // The CPU backend widens 16-bit products to f32 for the call (kernels/cpu/matmul.cc); a GPU's
+  // do not. Set by the planner from the cluster (the host: true).
+  bool widened_products = false;
   int64_t parameters = 0;     // counted once each
   int64_t block_parameters = 0;  // one block's
 
