@@ -283,7 +283,7 @@ MemoryParts rank_memory(const Workload& w, const Layout& l, const RankPlace& pla
   double peak = first;
   if (place.micro_batches > 1) {
     // Later micro-batches run backward with every gradient already allocated.
-    const int later = l.parallel.pipeline > 1 ? place.in_flight : 1;
+    const double later = place.in_flight_later;
     peak = std::max(peak, backward_peak(w, l, v, place,
                                         held + later * per_mb + place.deferred_then * deferred_mb +
                                             grad_bytes,

@@ -26,13 +26,15 @@ struct RankPlace {
   int stage = 0;  // pipeline rank
   int64_t blocks = 0;
   bool first = true, last = true;  // holds the embeddings / the head
-  int in_flight = 1;               // micro-batches forwarded but not yet backward at the peak
-  int micro_batches = 1;           // per step on this rank
+  // Micro-batches held at the peak, in whole stages' worth (interleaving: chunks / v): forwarded
+  // but not yet backward.
+  double in_flight = 1;
+  int micro_batches = 1;  // per step on this rank
   // Zero bubble: micro-batches whose weight gradients are deferred, when in_flight peaks; and
-  // the most of them, with the micro-batches in flight then (schedule_cache.h's HeldChunks, in
-  // whole stages' worth).
-  int deferred_then = 0;
-  int deferred = 0, in_flight_then = 0;
+  // the most of them, with the micro-batches in flight then (schedule_cache.h's HeldChunks).
+  double deferred_then = 0;
+  double deferred = 0, in_flight_then = 0;
+  double in_flight_later = 1;  // in flight when a later backward starts (accumulating gradients)
 };
 
 // The peak of one rank holding `place` under `layout` (micro-batch and accumulation resolved).

@@ -54,11 +54,11 @@ std::vector<RankPlace> places(const Workload& w, const Layout& l, int micro_batc
   const std::vector<parallel::pipeline::BlockRange> ranges = parallel::pipeline::partition_blocks(
       p.pipeline_options.partition, w.n_layers, p.pipeline * v,
       std::vector<int64_t>(size_t(w.n_layers), w.block_parameters));
-  std::vector<HeldChunks> held(size_t(p.pipeline), HeldChunks{v, 0, 0, 0});
+  std::vector<HeldChunks> held(size_t(p.pipeline), HeldChunks{v, 0, 0, 0, v});
   if (p.pipeline > 1)
     held = held_chunks({p.pipeline_options.schedule, p.pipeline, v, micro_batches});
   // Chunks to whole stages' worth (a stage holds v chunks of blocks / v each).
-  const auto stages_worth = [v](int chunks) { return (chunks + v - 1) / v; };
+  const auto stages_worth = [v](int chunks) { return double(chunks) / v; };
   std::vector<RankPlace> out(size_t(p.pipeline));
   for (int s = 0; s < p.pipeline; ++s) {
     RankPlace& r = out[size_t(s)];
@@ -70,10 +70,11 @@ std::vector<RankPlace> places(const Workload& w, const Layout& l, int micro_batc
     r.first = s == 0;
     r.last = s == p.pipeline - 1;
     const HeldChunks& h = held[size_t(s)];
-    r.in_flight = std::max(1, stages_worth(h.in_flight));
+    r.in_flight = std::max(1.0 / v, stages_worth(h.in_flight));
     r.deferred_then = stages_worth(h.deferred_then);
     r.deferred = stages_worth(h.deferred);
     r.in_flight_then = stages_worth(h.in_flight_then);
+    r.in_flight_later = std::max(1.0 / v, stages_worth(h.in_flight_later));
     r.micro_batches = micro_batches;
   }
   return out;

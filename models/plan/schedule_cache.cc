@@ -57,8 +57,11 @@ const std::vector<HeldChunks>& held_chunks(const parallel::pipeline::ScheduleSpe
   std::vector<HeldChunks> out(size_t(spec.stages));
   for (int rank = 0; rank < spec.stages; ++rank) {
     HeldChunks& h = out[size_t(rank)];
-    int forwarded = 0, pending = 0;
+    int forwarded = 0, pending = 0, backwards = 0;
     for (const parallel::pipeline::Action& a : parallel::pipeline::schedule_actions(spec, rank)) {
+      const bool backward =
+          a.type == ActionType::backward || a.type == ActionType::backward_input;
+      if (backward && backwards++ > 0) h.in_flight_later = std::max(h.in_flight_later, forwarded);
       if (a.type == ActionType::forward) ++forwarded;
       if (a.type == ActionType::backward) --forwarded;
       if (a.type == ActionType::backward_input) --forwarded, ++pending;

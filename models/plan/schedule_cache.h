@@ -33,6 +33,9 @@ PipelineTime pipeline_time(const parallel::pipeline::ScheduleSpec& spec,
 struct HeldChunks {
   int in_flight = 0, deferred_then = 0;
   int deferred = 0, in_flight_then = 0;
+  // The most chunks in flight when a backward other than the step's first starts (its
+  // gradients then accumulate onto the ones held).
+  int in_flight_later = 0;
 };
 const std::vector<HeldChunks>& held_chunks(const parallel::pipeline::ScheduleSpec& spec);
 

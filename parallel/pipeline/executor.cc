@@ -194,6 +194,9 @@ void PipelineExecutor::run(const StageCallbacks& cb) {
               ") failed at micro-batch ", a.micro_batch, ": ", e.what());
     }
     timings_.push_back({a, start, seconds_since(t0)});
+    // A send keeps its tensor alive until it completes: release the completed ones as the step
+    // goes, so a stage holds the buffers of the sends in flight, not of every micro-batch's.
+    std::erase_if(pending_sends_, [](const WorkPtr& w) { return w->is_completed(); });
   }
   for (const WorkPtr& w : pending_sends_) w->wait();
   pending_sends_.clear();
