@@ -72,6 +72,7 @@ check_peak zero3 2 0.03 zero.stage=3
 check_peak zero1 2 0.03 zero.stage=1
 check_peak tp4_2d 4 0.03 parallel.tensor.size=4 parallel.tensor.mode=2d
 check_peak bf16 2 0.03 precision.dtype=bf16
+check_peak pp2_1f1b_4mb 2 0.03 parallel.pipeline=2 train.micro_batch_size=2
 
 # "parallel": "auto": the planner's layout for 2 ranks trains to the serial run's losses.
 common=(--config "$cfg" --set train.steps=6 --set train.sample_tokens=0 --set logging.log_every=1)
