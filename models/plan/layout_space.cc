@@ -22,26 +22,22 @@ std::vector<int> divisors(int n) {
   return out;
 }
 
-int exact_root(int n, int power) {
-  for (int r = 1;; ++r) {
-    int64_t v = 1;
-    for (int i = 0; i < power; ++i) v *= r;
-    if (v == n) return r;
-    if (v > n) return -1;
-  }
-}
-
 // The tensor-parallel choices for t ranks.
 std::vector<parallel::TensorParallelConfig> tensor_choices(int t) {
   std::vector<parallel::TensorParallelConfig> out;
   if (t == 1) return {parallel::TensorParallelConfig{}};
   out.push_back({t, TensorMode::one_d, 1, false});
   out.push_back({t, TensorMode::one_d, 1, true});
-  if (exact_root(t, 2) > 1) out.push_back({t, TensorMode::two_d, 1, false});
-  for (int depth = 2; depth <= t; ++depth)
-    if (t % depth == 0 && exact_root(t / depth, 2) > 1)
-      out.push_back({t, TensorMode::two_point_five_d, depth, false});
-  if (exact_root(t, 3) > 1) out.push_back({t, TensorMode::three_d, 1, false});
+  // A grid mode fits when its side exists (tensor_grid_dim is -1 otherwise) and exceeds 1.
+  const auto fits = [](const parallel::TensorParallelConfig& c) {
+    return parallel::tensor_grid_dim(c) > 1;
+  };
+  if (fits({t, TensorMode::two_d, 1, false})) out.push_back({t, TensorMode::two_d, 1, false});
+  for (int depth = 2; depth <= t; ++depth) {
+    const parallel::TensorParallelConfig c{t, TensorMode::two_point_five_d, depth, false};
+    if (t % depth == 0 && fits(c)) out.push_back(c);
+  }
+  if (fits({t, TensorMode::three_d, 1, false})) out.push_back({t, TensorMode::three_d, 1, false});
   return out;
 }
 

@@ -7,16 +7,11 @@
 #include "core/error.h"
 #include "core/factory.h"
 #include "models/plan/validation.h"
+#include "models/train/progress.h"
 #include "parallel/comm/agreed.h"
 
 namespace tessera::train {
 namespace {
-
-std::string mib(int64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / double(1 << 20));
-  return buf;
-}
 
 std::string seconds(double s) {
   char buf[32];
@@ -63,15 +58,15 @@ std::string describe_auto_layout(const AutoLayout& chosen) {
   const plan::Prediction& p = chosen.prediction;
   return str_cat("layout (parallel: auto, cluster ", chosen.cluster, "): ",
                  plan::layout_text(p.layout), ": predicted ", seconds(p.step_seconds),
-                 " per step, peak ", mib(p.peak_bytes), " on rank ", p.peak_rank);
+                 " per step, peak ", Progress::format_bytes(p.peak_bytes), " on rank ", p.peak_rank);
 }
 
 std::string compare_auto_layout(const AutoLayout& chosen, double measured_step_seconds,
                                 int64_t measured_peak_bytes, int measured_peak_rank) {
   const plan::Prediction& p = chosen.prediction;
   return str_cat("planned against measured: step ", seconds(p.step_seconds), " / ",
-                 seconds(measured_step_seconds), " (median), peak ", mib(p.peak_bytes),
-                 " on rank ", p.peak_rank, " / ", mib(measured_peak_bytes), " on rank ",
+                 seconds(measured_step_seconds), " (median), peak ", Progress::format_bytes(p.peak_bytes),
+                 " on rank ", p.peak_rank, " / ", Progress::format_bytes(measured_peak_bytes), " on rank ",
                  measured_peak_rank);
 }
 

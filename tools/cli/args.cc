@@ -45,4 +45,23 @@ double ArgReader::to_double(const std::string& flag, const std::string& text) {
   return v;
 }
 
+bool ArgReader::plan_job(PlanJob& job) {
+  if (name_ == "--config")
+    job.config = value();
+  else if (name_ == "--world")
+    job.world = int(to_int(name_, value()));
+  else if (name_ == "--cluster")
+    job.cluster = value();
+  else if (name_ == "--set")
+    job.sets.push_back(value());
+  else
+    return false;
+  return true;
+}
+
+void ArgReader::check_plan_job(const PlanJob& job, const char* command) {
+  TS_CHECK(!job.config.empty(), command, "expected --config FILE (see --help)");
+  TS_CHECK(job.world >= 1, command, "expected --world N with N >= 1 ranks, got ", job.world);
+}
+
 }  // namespace tessera::cli

@@ -36,6 +36,14 @@ extern const char* const kEvalUsage;
 extern const char* const kGenerateUsage;
 extern const char* const kCheckpointInspectUsage;
 
+// The options every `plan` subcommand reads to name the job: --config, --world, --cluster, --set.
+struct PlanJob {
+  std::string config;
+  int world = 0;
+  std::string cluster = "host";
+  std::vector<std::string> sets;
+};
+
 // Reads "--name value" pairs; flags without a value are errors. Throws ValueError naming the
 // argument for a missing value or an unknown name.
 struct ArgReader {
@@ -47,6 +55,10 @@ struct ArgReader {
   bool help() const { return name_ == "--help" || name_ == "-h"; }
   [[noreturn]] void unknown() const;
   static long long to_int(const std::string& flag, const std::string& text);
+  // Consumes the current argument into `job` when it is one of PlanJob's; false otherwise.
+  bool plan_job(PlanJob& job);
+  // Throws naming `command` unless --config and a --world of at least 1 rank were given.
+  static void check_plan_job(const PlanJob& job, const char* command);
   static double to_double(const std::string& flag, const std::string& text);
 
  private:

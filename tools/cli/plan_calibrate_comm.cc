@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/factory.h"
 #include "models/plan/calibration.h"
+#include "models/plan/validation.h"
 
 namespace tessera::cli {
 namespace {
@@ -74,12 +75,6 @@ double time_batch(Communicator& comm, const std::function<void()>& call, int cal
   return per_call.item();
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t mid = v.size() / 2;
-  return v.size() % 2 == 1 ? v[mid] : 0.5 * (v[mid - 1] + v[mid]);
-}
-
 // The median seconds of one call of `c` at each payload, fitted to the ring model.
 plan::LinkCost fit_collective(Communicator& group, Collective c, const CommOptions& options) {
   std::vector<plan::TimedPayload> samples;
@@ -91,7 +86,7 @@ plan::LinkCost fit_collective(Communicator& group, Collective c, const CommOptio
     std::vector<double> times;
     for (int r = 0; r < options.rounds; ++r) times.push_back(time_batch(group, call, calls));
     const double per_message = c == Collective::send_recv ? 0.5 : 1.0;
-    samples.push_back({b.bytes, median(times) * per_message});
+    samples.push_back({b.bytes, plan::median(times) * per_message});
   }
   return plan::fit_link(c, group.size(), samples);
 }
@@ -131,7 +126,7 @@ double loaded_wait(Communicator& group, bool quick) {
     });
     waits.push_back(std::max(0.0, both - alone - idle));
   }
-  return median(waits);
+  return plan::median(waits);
 }
 
 }  // namespace

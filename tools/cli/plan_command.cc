@@ -10,11 +10,14 @@
 #include "models/plan/plan.h"
 #include "models/plan/validation.h"
 #include "models/plan/workload.h"
+#include "models/train/progress.h"
 #include "models/train/train_config.h"
 #include "tools/cli/commands.h"
 
 namespace tessera::cli {
 namespace {
+
+using train::Progress;
 
 const char* const kPlanUsage =
     "usage: tessera plan --config FILE --world N [--cluster C] [--nodes M] [--json]\n"
@@ -32,9 +35,9 @@ const char* const kPlanUsage =
     "  --set KEY=VALUE    override one config key first, as `tessera train` does\n";
 
 struct PlanArgs {
-  std::string config, cluster = "host", write_config;
-  std::vector<std::string> sets;
-  int world = 0, nodes = 0, top = 10;
+  PlanJob job;
+  std::string write_config;
+  int nodes = 0, top = 10;
   bool json = false, search = false, help = false;
 };
 
@@ -45,20 +48,14 @@ PlanArgs parse(const std::vector<std::string>& args) {
     const std::string& n = r.name();
     if (r.help())
       a.help = true;
-    else if (n == "--config")
-      a.config = r.value();
-    else if (n == "--world")
-      a.world = int(ArgReader::to_int(n, r.value()));
-    else if (n == "--cluster")
-      a.cluster = r.value();
+    else if (r.plan_job(a.job))
+      continue;
     else if (n == "--nodes")
       a.nodes = int(ArgReader::to_int(n, r.value()));
     else if (n == "--top")
       a.top = int(ArgReader::to_int(n, r.value()));
     else if (n == "--write-config")
       a.write_config = r.value();
-    else if (n == "--set")
-      a.sets.push_back(r.value());
     else if (n == "--json")
       a.json = true;
     else if (n == "--search")
@@ -67,16 +64,9 @@ PlanArgs parse(const std::vector<std::string>& args) {
       r.unknown();
   }
   if (a.help) return a;
-  TS_CHECK(!a.config.empty(), "plan", "expected --config FILE (see --help)");
-  TS_CHECK(a.world >= 1, "plan", "expected --world N with N >= 1 ranks, got ", a.world);
+  ArgReader::check_plan_job(a.job, "plan");
   TS_CHECK(a.top >= 1, "plan", "expected --top K >= 1, got ", a.top);
   return a;
-}
-
-std::string gib(int64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f GiB", double(bytes) / double(1 << 30));
-  return buf;
 }
 
 std::string fixed(double v, int digits) {
@@ -92,14 +82,14 @@ void print_prediction(const plan::Prediction& p, std::ostream& out) {
   out << "step        " << fixed(p.step_seconds, 4) << " s, " << fixed(p.tokens_per_second, 0)
       << " units/s, MFU " << fixed(100 * p.mfu, 2) << "%, pipeline bubble "
       << fixed(100 * p.bubble, 1) << "%\n";
-  out << "peak        " << gib(p.peak_bytes) << " on rank " << p.peak_rank;
-  if (p.host_bytes > 0) out << " (+ " << gib(p.host_bytes) << " offloaded to the host)";
+  out << "peak        " << Progress::format_bytes(p.peak_bytes) << " on rank " << p.peak_rank;
+  if (p.host_bytes > 0) out << " (+ " << Progress::format_bytes(p.host_bytes) << " offloaded to the host)";
   out << "\n  parts of rank " << p.peak_rank << "'s peak:\n";
   const nlohmann::json parts = p.peak_parts.to_json();
   for (auto it = parts.begin(); it != parts.end(); ++it)
     if (it.key() != "total")
       out << "    " << it.key() << std::string(18 - it.key().size(), ' ')
-          << gib(it.value().get<int64_t>()) << "\n";
+          << Progress::format_bytes(it.value().get<int64_t>()) << "\n";
   out << "  per pipeline stage (" << p.ranks_per_stage << " rank(s) each):";
   for (int64_t b : p.peak_bytes_stages) out << " " << fixed(double(b) / (1 << 20), 1) << " MiB";
   out << "\n";
@@ -140,31 +130,31 @@ int plan_main(const std::vector<std::string>& args) {
     std::cout << kPlanUsage;
     return 0;
   }
-  const train::TrainConfig config = train::load_train_config(a.config, a.sets);
-  const plan::ClusterProfile cluster = plan::load_cluster(a.cluster, a.world, a.nodes);
+  const train::TrainConfig config = train::load_train_config(a.job.config, a.job.sets);
+  const plan::ClusterProfile cluster = plan::load_cluster(a.job.cluster, a.job.world, a.nodes);
   if (!a.search) {
-    const plan::Prediction p = plan::predict(config, a.world, cluster);
+    const plan::Prediction p = plan::predict(config, a.job.world, cluster);
     if (a.json)
       std::cout << p.to_json().dump(2) << "\n";
     else {
-      std::cout << "plan: " << a.config << " on " << a.world << " ranks of " << cluster.name
+      std::cout << "plan: " << a.job.config << " on " << a.job.world << " ranks of " << cluster.name
                 << " (" << cluster.nodes << " node(s))\n";
       print_prediction(p, std::cout);
     }
     return p.feasible ? 0 : 1;
   }
-  const std::vector<plan::Prediction> all = plan::search(config, a.world, cluster);
+  const std::vector<plan::Prediction> all = plan::search(config, a.job.world, cluster);
   if (a.json) {
     nlohmann::json list = nlohmann::json::array();
     for (const plan::Prediction& p : all) list.push_back(p.to_json());
     std::cout << list.dump(2) << "\n";
   } else {
-    std::cout << "plan --search: " << a.config << " on " << a.world << " ranks of " << cluster.name
+    std::cout << "plan --search: " << a.job.config << " on " << a.job.world << " ranks of " << cluster.name
               << " (" << cluster.nodes << " node(s))\n";
     print_search(all, a.top, std::cout);
   }
   if (all.empty() || !all.front().feasible) {
-    std::cerr << "tessera plan: no layout of " << a.world << " ranks fits\n";
+    std::cerr << "tessera plan: no layout of " << a.job.world << " ranks fits\n";
     return 1;
   }
   if (!a.write_config.empty()) {

@@ -46,16 +46,13 @@ const char* const kValidateUsage =
     "  --set KEY=VALUE    override a key of the config before planning\n";
 
 struct ValidateArgs {
-  std::string config;
-  int world = 0;
+  PlanJob job;
   int layouts = 12;
   int steps = 8;
-  std::string cluster = "host";
   uint64_t seed = 1;
   bool json = false;
   std::string out_dir;
   double timeout_s = 900;
-  std::vector<std::string> sets;
   bool help = false;
 };
 
@@ -66,16 +63,12 @@ ValidateArgs parse(const std::vector<std::string>& args) {
     const std::string& n = r.name();
     if (r.help())
       a.help = true;
-    else if (n == "--config")
-      a.config = r.value();
-    else if (n == "--world")
-      a.world = int(ArgReader::to_int(n, r.value()));
+    else if (r.plan_job(a.job))
+      continue;
     else if (n == "--layouts")
       a.layouts = int(ArgReader::to_int(n, r.value()));
     else if (n == "--steps")
       a.steps = int(ArgReader::to_int(n, r.value()));
-    else if (n == "--cluster")
-      a.cluster = r.value();
     else if (n == "--seed")
       a.seed = uint64_t(ArgReader::to_int(n, r.value()));
     else if (n == "--json")
@@ -84,14 +77,11 @@ ValidateArgs parse(const std::vector<std::string>& args) {
       a.out_dir = r.value();
     else if (n == "--timeout")
       a.timeout_s = ArgReader::to_double(n, r.value());
-    else if (n == "--set")
-      a.sets.push_back(r.value());
     else
       r.unknown();
   }
   if (a.help) return a;
-  TS_CHECK(!a.config.empty(), "plan validate", "expected --config FILE (see --help)");
-  TS_CHECK(a.world >= 1, "plan validate", "expected --world N with N >= 1 ranks, got ", a.world);
+  ArgReader::check_plan_job(a.job, "plan validate");
   TS_CHECK(a.layouts >= 1, "plan validate", "expected --layouts K >= 1, got ", a.layouts);
   TS_CHECK(a.steps > kWarmupSteps, "plan validate", "expected --steps above the ", kWarmupSteps,
            " warm-up steps the median leaves out, got ", a.steps);
@@ -261,17 +251,17 @@ fs::path runs_dir(const std::string& out_dir) {
 }
 
 int validate(const ValidateArgs& a, const std::string& self) {
-  const train::TrainConfig config = train::load_train_config(a.config, a.sets);
-  const plan::ClusterProfile cluster = plan::load_cluster(a.cluster, a.world);
+  const train::TrainConfig config = train::load_train_config(a.job.config, a.job.sets);
+  const plan::ClusterProfile cluster = plan::load_cluster(a.job.cluster, a.job.world);
   std::vector<plan::Prediction> feasible;
-  for (plan::Prediction& p : plan::search(config, a.world, cluster, {.include_infeasible = false}))
+  for (plan::Prediction& p : plan::search(config, a.job.world, cluster, {.include_infeasible = false}))
     if (p.feasible) feasible.push_back(std::move(p));
-  TS_CHECK(!feasible.empty(), "plan validate", "expected a feasible layout of ", a.config, " on ",
-           a.world, " ranks, got none (see tessera plan --search)");
+  TS_CHECK(!feasible.empty(), "plan validate", "expected a feasible layout of ", a.job.config, " on ",
+           a.job.world, " ranks, got none (see tessera plan --search)");
   const std::vector<size_t> chosen =
       plan::choose_layouts(feasible.size(), size_t(a.layouts), a.seed);
   const fs::path dir = runs_dir(a.out_dir);
-  std::cerr << "tessera plan validate: " << a.config << " on " << a.world << " ranks, cluster "
+  std::cerr << "tessera plan validate: " << a.job.config << " on " << a.job.world << " ranks, cluster "
             << cluster.name << ": " << chosen.size() << " of " << feasible.size()
             << " feasible layouts, " << a.steps << " steps each, in " << dir.string() << "\n";
   if (const char* threads = std::getenv("TESSERA_NUM_THREADS"))
@@ -281,7 +271,7 @@ int validate(const ValidateArgs& a, const std::string& self) {
   // name was found on PATH and mpirun finds it there too.
   const RunOptions options{
       .self = self.find('/') == std::string::npos ? self : fs::absolute(self).string(),
-      .world = a.world,
+      .world = a.job.world,
       .steps = a.steps,
       .timeout_s = a.timeout_s,
       .dir = dir};
@@ -311,8 +301,8 @@ int validate(const ValidateArgs& a, const std::string& self) {
   const json summary =
       ok.empty() ? json(nullptr) : summary_json(runs, ok, plan::summarize(comparisons));
   if (a.json) {
-    json out = {{"config", a.config},
-                {"world", a.world},
+    json out = {{"config", a.job.config},
+                {"world", a.job.world},
                 {"cluster", cluster.name},
                 {"steps", a.steps},
                 {"warmup_steps", kWarmupSteps},
@@ -323,7 +313,7 @@ int validate(const ValidateArgs& a, const std::string& self) {
     for (const LayoutRun& r : runs) out["runs"].push_back(run_json(r));
     std::cout << out.dump(2) << "\n";
   } else {
-    std::cout << "tessera plan validate: " << a.config << " on " << a.world << " ranks (cluster "
+    std::cout << "tessera plan validate: " << a.job.config << " on " << a.job.world << " ranks (cluster "
               << cluster.name << "), " << runs.size() << " of " << feasible.size()
               << " feasible layouts, step time the median of steps " << kWarmupSteps + 1 << "-"
               << a.steps << "\n";
